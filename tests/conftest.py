@@ -1,0 +1,7 @@
+"""Test-wide settings: never reach the Hugging Face hub; deterministic torch."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,214 @@
+"""token_stats against float64 references, JS properties, fused == unfused, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from reference import js_divergence, stats_reference
+
+from ictrepro.algos.token_stats import (
+    group_js,
+    sampled_logprobs,
+    token_stats,
+    token_stats_from_hidden,
+)
+
+STATS = ("logprob", "entropy", "renyi2", "js")
+
+
+def make_batch(seed: int, group_sizes: list[int], T: int, V: int, dtype=torch.float32, scale=3.0):
+    """Random logits with padded responses of unequal lengths and shuffled, uneven groups."""
+    gen = torch.Generator().manual_seed(seed)
+    B = sum(group_sizes)
+    gids = torch.cat([torch.full((n,), g * 7 + 3) for g, n in enumerate(group_sizes)])
+    gids = gids[torch.randperm(B, generator=gen)]  # group members need not be adjacent
+    logits = (torch.randn(B, T, V, generator=gen) * scale).to(dtype)
+    tokens = torch.randint(0, V, (B, T), generator=gen)
+    lengths = torch.randint(1, T + 1, (B,), generator=gen)
+    lengths[0] = T
+    mask = torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)
+    tokens[~mask] = -100  # padding ids outside the vocabulary must be ignored
+    logits[~mask] = float("nan")  # and so must garbage logits at padding
+    return logits, tokens, mask, gids
+
+
+CASES = [
+    # (group sizes, T, V, temperature, chunk_size)
+    ([4, 4], 9, 17, 1.0, None),
+    ([3, 5, 1], 12, 64, 0.7, 5),  # chunk does not divide T; a group of one
+    ([2, 6], 7, 257, 1.3, 7),  # chunk == T
+    ([8], 16, 1000, 1.0, 3),
+    ([1, 2, 3, 4], 5, 33, 0.5, 1),
+]
+
+
+@pytest.mark.parametrize(("group_sizes", "T", "V", "temperature", "chunk"), CASES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_matches_float64_reference(group_sizes, T, V, temperature, chunk, seed):
+    logits, tokens, mask, gids = make_batch(seed, group_sizes, T, V)
+    got = token_stats(logits, tokens, mask, gids, temperature=temperature, chunk_size=chunk, kernel="eager")
+    ref = stats_reference(torch.nan_to_num(logits), tokens, mask, gids, temperature)
+    for name in STATS:
+        torch.testing.assert_close(getattr(got, name).double(), ref[name], rtol=1e-5, atol=2e-5, msg=name)
+        assert bool((getattr(got, name)[~mask] == 0).all()), f"{name} not zero outside the mask"
+
+
+def test_without_groups_has_no_js_and_same_other_stats():
+    logits, tokens, mask, gids = make_batch(3, [3, 3], 10, 40)
+    with_groups = token_stats(logits, tokens, mask, gids, chunk_size=4)
+    alone = token_stats(logits, tokens, mask, chunk_size=4)
+    assert alone.js is None
+    for name in ("logprob", "entropy", "renyi2"):
+        torch.testing.assert_close(getattr(alone, name), getattr(with_groups, name))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_inputs_accumulate_in_float32(dtype):
+    logits, tokens, mask, gids = make_batch(4, [4, 3], 11, 300, dtype=dtype)
+    got = token_stats(logits, tokens, mask, gids, temperature=0.9, chunk_size=4)
+    # The reference sees the same rounded logits, so only float32 accumulation error remains.
+    ref = stats_reference(torch.nan_to_num(logits.float()), tokens, mask, gids, 0.9)
+    for name in STATS:
+        assert getattr(got, name).dtype == torch.float32
+        torch.testing.assert_close(getattr(got, name).double(), ref[name], rtol=1e-5, atol=3e-5, msg=name)
+
+
+def test_compiled_kernel_matches_reference():
+    logits, tokens, mask, gids = make_batch(5, [3, 4], 13, 96)
+    got = token_stats(logits, tokens, mask, gids, temperature=0.8, chunk_size=5, kernel="compiled")
+    ref = stats_reference(torch.nan_to_num(logits), tokens, mask, gids, 0.8)
+    for name in STATS:
+        torch.testing.assert_close(getattr(got, name).double(), ref[name], rtol=1e-5, atol=2e-5, msg=name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("chunk", [None, 2, 5])
+def test_fused_from_hidden_equals_unfused(dtype, chunk):
+    gen = torch.Generator().manual_seed(11)
+    _, tokens, mask, gids = make_batch(6, [4, 2], 9, 120)
+    hidden = torch.randn(6, 9, 24, generator=gen).to(dtype)
+    head = torch.randn(120, 24, generator=gen).to(dtype)
+    fused = token_stats_from_hidden(hidden, head, tokens, mask, gids, temperature=0.6, chunk_size=chunk)
+    unfused = token_stats(hidden @ head.T, tokens, mask, gids, temperature=0.6, chunk_size=chunk)
+    for name in STATS:
+        torch.testing.assert_close(getattr(fused, name), getattr(unfused, name), rtol=1e-6, atol=1e-6)
+
+
+def test_hand_computed_two_token_vocab():
+    # Response a: p = (1/2, 1/2); response b: p = (1, 0) (logit -inf). Mean = (3/4, 1/4).
+    logits = torch.tensor([[[0.0, 0.0]], [[0.0, -math.inf]]])
+    tokens = torch.tensor([[1], [0]])
+    mask = torch.ones(2, 1, dtype=torch.bool)
+    stats = token_stats(logits, tokens, mask, torch.tensor([0, 0]))
+    h = lambda *q: -sum(x * math.log(x) for x in q if x > 0)  # noqa: E731
+    expected_js_a = h(5 / 8, 3 / 8) - (h(0.5, 0.5) + h(0.75, 0.25)) / 2
+    expected_js_b = h(7 / 8, 1 / 8) - (h(1.0) + h(0.75, 0.25)) / 2
+    torch.testing.assert_close(stats.logprob, torch.tensor([[math.log(0.5)], [0.0]]))
+    torch.testing.assert_close(stats.entropy, torch.tensor([[math.log(2)], [0.0]]))
+    torch.testing.assert_close(stats.renyi2, torch.tensor([[math.log(2)], [0.0]]))
+    torch.testing.assert_close(stats.js, torch.tensor([[expected_js_a], [expected_js_b]]))
+
+
+def test_js_is_zero_for_identical_distributions():
+    row = torch.randn(1, 6, 50).expand(5, 6, 50).clone()
+    mask = torch.ones(5, 6, dtype=torch.bool)
+    js = group_js(row, mask, torch.zeros(5, dtype=torch.long))
+    assert float(js.abs().max()) < 1e-6
+
+
+def test_js_is_zero_where_a_group_has_one_active_response():
+    logits = torch.randn(3, 4, 30) * 5
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]], dtype=torch.bool)
+    js = group_js(logits, mask, torch.tensor([0, 0, 1]))
+    assert bool((js[0, 2:] == 0).all())  # only row 0 of group 0 is active at t >= 2
+    assert bool((js[2] == 0).all())  # group 1 has a single member
+    assert bool((js[:2, :2] > 0).all())
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_js_bounds_and_symmetry(seed):
+    gen = torch.Generator().manual_seed(seed)
+    # Near-disjoint supports push JS towards its upper bound ln 2.
+    logits = torch.randn(2, 8, 40, generator=gen) * 30
+    mask = torch.ones(2, 8, dtype=torch.bool)
+    js = group_js(logits, mask, torch.tensor([0, 0]))
+    assert float(js.min()) >= 0 and float(js.max()) <= math.log(2)
+    p = torch.softmax(logits.double(), -1)
+    for t in range(8):
+        assert abs(float(js_divergence(p[0, t], p[1, t]) - js_divergence(p[1, t], p[0, t]))) < 1e-12
+
+
+def test_statistics_carry_no_gradient_and_sampled_logprobs_does():
+    logits, tokens, mask, gids = make_batch(7, [2, 2], 5, 20)
+    logits = torch.nan_to_num(logits).requires_grad_(True)
+    stats = token_stats(logits, tokens, mask, gids)
+    assert not stats.js.requires_grad
+    lp = sampled_logprobs(logits, tokens.clamp_min(0), temperature=0.5)
+    ref = stats_reference(logits.detach(), tokens, mask, None, 0.5)["logprob"]
+    torch.testing.assert_close(torch.where(mask, lp, 0.0).double(), ref, rtol=1e-5, atol=1e-5)
+    lp[mask].sum().backward()
+    assert logits.grad is not None and bool(torch.isfinite(logits.grad).all())
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def _ok():
+    logits, tokens, mask, gids = make_batch(0, [2, 2], 4, 10)
+    return torch.nan_to_num(logits), tokens, mask, gids
+
+
+@pytest.mark.parametrize(
+    ("mutate", "error", "match"),
+    [
+        (lambda a: {**a, "logits": a["logits"][0]}, ValueError, "logits_BTV must have 3 dimensions"),
+        (lambda a: {**a, "logits": a["logits"].long()}, TypeError, "floating"),
+        (lambda a: {**a, "tokens": a["tokens"][:, :3]}, ValueError, "tokens_BT must have shape"),
+        (lambda a: {**a, "tokens": a["tokens"].float()}, TypeError, "token ids"),
+        (lambda a: {**a, "tokens": a["tokens"].masked_fill(a["mask"], 10)}, ValueError, "vocabulary mismatch"),
+        (lambda a: {**a, "mask": a["mask"].float()}, TypeError, "response_mask_BT must be torch.bool"),
+        (lambda a: {**a, "mask": a["mask"][:, :2]}, ValueError, "response_mask_BT must have shape"),
+        (lambda a: {**a, "mask": torch.zeros_like(a["mask"])}, ValueError, "selects no tokens"),
+        (lambda a: {**a, "gids": a["gids"][:3]}, ValueError, "group_ids_B must have shape"),
+        (lambda a: {**a, "gids": a["gids"].float()}, TypeError, "integer ids"),
+        (lambda a: {**a, "temperature": 0.0}, ValueError, "temperature"),
+        (lambda a: {**a, "temperature": float("nan")}, ValueError, "temperature"),
+        (lambda a: {**a, "chunk_size": 0}, ValueError, "chunk_size"),
+        (lambda a: {**a, "kernel": "fast"}, ValueError, "kernel must be"),
+    ],
+)
+def test_bad_input_is_named(mutate, error, match):
+    logits, tokens, mask, gids = _ok()
+    args = mutate({"logits": logits, "tokens": tokens, "mask": mask, "gids": gids,
+                   "temperature": 1.0, "chunk_size": None, "kernel": "auto"})
+    with pytest.raises(error, match=match):
+        token_stats(args["logits"], args["tokens"], args["mask"], args["gids"],
+                    temperature=args["temperature"], chunk_size=args["chunk_size"], kernel=args["kernel"])
+
+
+def test_empty_batch_is_rejected():
+    with pytest.raises(ValueError, match="empty"):
+        token_stats(torch.zeros(0, 3, 5), torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 3, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_logits_at_response_tokens_are_rejected(bad):
+    logits, tokens, mask, gids = _ok()
+    logits[1, 0, 3] = bad
+    with pytest.raises(ValueError, match=r"non-finite statistics at response position \(b=1, t=0\)"):
+        token_stats(logits, tokens, mask, gids)
+
+
+def test_sampled_token_with_zero_probability_is_rejected():
+    logits, tokens, mask, gids = _ok()
+    logits[0, 1, int(tokens[0, 1])] = -math.inf
+    with pytest.raises(ValueError, match=r"\(b=0, t=1\)"):
+        token_stats(logits, tokens, mask, gids)
+
+
+def test_fused_rejects_hidden_size_mismatch():
+    _, tokens, mask, gids = _ok()
+    with pytest.raises(ValueError, match="hidden size mismatch"):
+        token_stats_from_hidden(torch.randn(4, 4, 8), torch.randn(10, 6), tokens, mask, gids)
