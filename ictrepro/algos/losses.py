@@ -164,10 +164,14 @@ def grpo_loss(
     shape = tuple(logprob_BT.shape)
     if len(shape) != 2:
         raise ValueError(f"logprob_BT must have shape [B, T], got {list(shape)}")
+    _check_bt("old_logprob_BT", old_logprob_BT, shape)
+    _check_bt("advantages_B", advantages_B, shape[:1])
     _check_mask("token_mask_BT", token_mask_BT, shape)
     _check_mask("response_mask_BT", response_mask_BT, shape)
     if bool((token_mask_BT & ~response_mask_BT).any()):
         raise ValueError("token_mask_BT selects tokens outside response_mask_BT")
+    if agg_mode not in AGG_MODES:
+        raise ValueError(f"unknown aggregation mode {agg_mode!r}; valid: {', '.join(AGG_MODES)}")
     if kl_coef < 0:
         raise ValueError(f"kl_coef must be >= 0, got {kl_coef}")
     if kl_coef > 0 and ref_logprob_BT is None:

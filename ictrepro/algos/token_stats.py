@@ -184,13 +184,37 @@ def _check_float(name: str, tensor: Tensor, ndim: int) -> None:
 # ------------------------------------------------------------------------ chunk loop
 
 
-ChunkLogits = Callable[[Tensor, slice], Tensor]
-"""(row ids [G], position slice) -> logits [G, C, V] of those rows and positions."""
+Rows = Tensor | slice
+ChunkLogits = Callable[[Rows, slice], Tensor]
+"""(rows, position slice) -> logits [G, C, V] of those rows and positions."""
+
+
+def _as_slice(rows: Tensor) -> Rows:
+    """Consecutive row ids as a slice, so that indexing gives a view instead of a copy."""
+    first, last = int(rows[0]), int(rows[-1])
+    if last - first + 1 == len(rows) and bool((rows == torch.arange(first, last + 1, device=rows.device)).all()):
+        return slice(first, last + 1)
+    return rows
+
+
+class _FusedLogits:
+    """Chunk logits ``hidden[rows, cols] @ lm_head.T`` written into one reused buffer."""
+
+    def __init__(self, hidden_BTD: Tensor, lm_head_VD: Tensor):
+        self.hidden_BTD, self.head_DV = hidden_BTD, lm_head_VD.T
+        self.buffer = torch.empty(0, dtype=hidden_BTD.dtype, device=hidden_BTD.device)
+
+    def __call__(self, rows: Rows, cols: slice) -> Tensor:
+        h_GCD = self.hidden_BTD[rows, cols]
+        shape = (*h_GCD.shape[:2], self.head_DV.shape[1])
+        if self.buffer.numel() < math.prod(shape):
+            self.buffer = torch.empty(math.prod(shape), dtype=self.buffer.dtype, device=self.buffer.device)
+        return torch.matmul(h_GCD, self.head_DV, out=self.buffer[: math.prod(shape)].view(shape))
 
 
 def _chunks(
     response_mask_BT: Tensor, group_ids_B: Tensor | None, vocab_size: int, chunk_size: int | None
-) -> Iterator[tuple[Tensor, slice]]:
+) -> Iterator[tuple[Rows, slice]]:
     """Yield (row ids, position slice) blocks that cover every response token once.
 
     With groups, a block is one group's rows by ``chunk_size`` positions (the group mean
@@ -208,6 +232,7 @@ def _chunks(
         last = int(torch.nonzero(active_T).max()) + 1
         first = int(torch.nonzero(active_T).min())
         step = chunk_size or max(1, DEFAULT_CHUNK_ELEMENTS // (len(rows) * vocab_size))
+        rows = _as_slice(rows)
         for t0 in range(first, last, step):
             yield rows, slice(t0, min(t0 + step, last))
 
@@ -325,7 +350,7 @@ def token_stats_from_hidden(
     _check_common("hidden_BTD", (B, T), tokens_BT, response_mask_BT, group_ids_B, temperature, chunk_size)
     _check_token_range(tokens_BT, response_mask_BT, V)
     return _run(
-        lambda rows, cols: hidden_BTD[rows, cols] @ lm_head_VD.T,
+        _FusedLogits(hidden_BTD, lm_head_VD),
         tokens_BT, response_mask_BT, group_ids_B, V, temperature, chunk_size, kernel,
     )
 
