@@ -9,12 +9,11 @@ for one prompt group of G responses):
 - ``naive-from-hidden`` / ``fused-compiled``: the same from hidden states and the LM head
   (the projection is included in both).
 
-Each measurement runs in a fresh subprocess. After a warm-up call (compilation, imports),
-the kernel's peak resident memory is reset (``/proc/self/clear_refs``) and "peak extra"
-is the peak during the timed calls minus the resident memory before them. The workers run
-with ``MALLOC_MMAP_THRESHOLD_`` low, so freed blocks go back to the OS at once and resident
-memory tracks live tensors; this charges every allocation its page faults, which slows the
-chunked versions (many small allocations) more than the yardstick (one big one).
+Each measurement runs in a fresh subprocess: a warm-up call (compilation, lazy imports),
+timed calls (median), then one call for memory. Before that last call the allocator is
+told to return freed blocks to the OS at once (``mallopt``), so resident memory tracks
+live tensors, and the peak is reset (``/proc/self/clear_refs``): "peak extra" is the peak
+during that call minus the resident memory before it.
 
 Usage::
 
@@ -25,8 +24,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -46,6 +45,15 @@ def status_mib(field: str) -> float:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError(f"{field} not found in /proc/self/status")
+
+
+def release_freed_memory_eagerly() -> None:
+    """glibc: serve blocks >= 128 KiB by mmap and trim the heap, so frees shrink RSS."""
+    libc = ctypes.CDLL("libc.so.6")
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    libc.mallopt(M_MMAP_THRESHOLD, 128 * 1024)
+    libc.mallopt(M_TRIM_THRESHOLD, 128 * 1024)
+    libc.malloc_trim(0)
 
 
 def reset_peak_rss() -> None:
@@ -90,21 +98,22 @@ def worker(impl: str, G: int, T: int, V: int, repeats: int) -> dict:
     start = time.perf_counter()
     fn()  # warm-up: compilation and lazy imports, outside the measurement
     first = time.perf_counter() - start
-    reset_peak_rss()
-    base = status_mib("VmRSS")
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
+    release_freed_memory_eagerly()
+    reset_peak_rss()
+    base = status_mib("VmRSS")
+    fn()
     return {"impl": impl, "G": G, "T": T, "V": V, "first_s": first,
             "time_s": statistics.median(times), "peak_extra_mib": max(0.0, status_mib("VmHWM") - base)}
 
 
 def run_worker(impl: str, G: int, T: int, V: int, repeats: int) -> dict:
     cmd = [sys.executable, __file__, "--worker", impl, str(G), str(T), str(V), str(repeats)]
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

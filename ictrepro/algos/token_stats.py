@@ -206,10 +206,13 @@ class _FusedLogits:
 
     def __call__(self, rows: Rows, cols: slice) -> Tensor:
         h_GCD = self.hidden_BTD[rows, cols]
-        shape = (*h_GCD.shape[:2], self.head_DV.shape[1])
-        if self.buffer.numel() < math.prod(shape):
-            self.buffer = torch.empty(math.prod(shape), dtype=self.buffer.dtype, device=self.buffer.device)
-        return torch.matmul(h_GCD, self.head_DV, out=self.buffer[: math.prod(shape)].view(shape))
+        G, C, D = h_GCD.shape
+        V = self.head_DV.shape[1]
+        if self.buffer.numel() < G * C * V:
+            self.buffer = torch.empty(G * C * V, dtype=self.buffer.dtype, device=self.buffer.device)
+        # One 2-D matmul: a batched one would broadcast (and may copy) the head per row.
+        out_NV = self.buffer[: G * C * V].view(G * C, V)
+        return torch.mm(h_GCD.reshape(G * C, D), self.head_DV, out=out_NV).view(G, C, V)
 
 
 def _chunks(
