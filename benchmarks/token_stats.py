@@ -92,7 +92,9 @@ def worker(impl: str, G: int, T: int, V: int, repeats: int) -> dict:
         "chunked-eager": lambda: token_stats(logits, tokens, mask, gids, kernel="eager"),
         "chunked-compiled": lambda: token_stats(logits, tokens, mask, gids, kernel="compiled"),
         "naive-from-hidden": lambda: naive_stats(hidden @ head.T, tokens),
-        "fused-compiled": lambda: token_stats_from_hidden(hidden, head, tokens, mask, gids, kernel="compiled"),
+        "fused-compiled": lambda: token_stats_from_hidden(
+            hidden, head, tokens, mask, gids, kernel="compiled"
+        ),
     }
     fn = fns[impl]
     start = time.perf_counter()
@@ -107,8 +109,15 @@ def worker(impl: str, G: int, T: int, V: int, repeats: int) -> dict:
     reset_peak_rss()
     base = status_mib("VmRSS")
     fn()
-    return {"impl": impl, "G": G, "T": T, "V": V, "first_s": first,
-            "time_s": statistics.median(times), "peak_extra_mib": max(0.0, status_mib("VmHWM") - base)}
+    return {
+        "impl": impl,
+        "G": G,
+        "T": T,
+        "V": V,
+        "first_s": first,
+        "time_s": statistics.median(times),
+        "peak_extra_mib": max(0.0, status_mib("VmHWM") - base),
+    }
 
 
 def run_worker(impl: str, G: int, T: int, V: int, repeats: int) -> dict:
@@ -118,8 +127,12 @@ def run_worker(impl: str, G: int, T: int, V: int, repeats: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="T = 64 and 128 instead of 256 and 512")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="T = 64 and 128 instead of 256 and 512"
+    )
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--impls", default=None, help="comma-separated subset of implementations")
     parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
@@ -131,34 +144,74 @@ def main() -> None:
 
     console = Console()
     G = 8
-    shapes = ([(151_936, 64), (151_936, 128), (32_768, 128)] if args.quick
-              else [(151_936, 128), (151_936, 256), (151_936, 512), (32_768, 512)])
-    console.print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; G={G}, hidden={HIDDEN}")
-    impls = ["log_softmax", "naive", "chunked-eager", "chunked-compiled", "naive-from-hidden", "fused-compiled"]
+    shapes = (
+        [(151_936, 64), (151_936, 128), (32_768, 128)]
+        if args.quick
+        else [(151_936, 128), (151_936, 256), (151_936, 512), (32_768, 512)]
+    )
+    console.print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; G={G}, hidden={HIDDEN}"
+    )
+    impls = [
+        "log_softmax",
+        "naive",
+        "chunked-eager",
+        "chunked-compiled",
+        "naive-from-hidden",
+        "fused-compiled",
+    ]
     if args.impls:
         wanted = args.impls.split(",")
-        impls = [i for i in impls if i in wanted or i in ("log_softmax", "naive", "naive-from-hidden")]
+        impls = [
+            i for i in impls if i in wanted or i in ("log_softmax", "naive", "naive-from-hidden")
+        ]
     rows = []
     for V, T in shapes:
         for impl in impls:
             console.print(f"  running {impl:18s} V={V} T={T}", highlight=False)
             rows.append(run_worker(impl, G, T, V, args.repeats))
 
-    table = Table(title="ICT token statistics (log-prob, entropy, Rényi-2, group JS): time and peak extra memory")
-    for col in ("V", "T", "implementation", "time (s)", "x log_softmax", "x naive", "first call (s)", "peak extra (MiB)"):
+    table = Table(
+        title="ICT token statistics (log-prob, entropy, Rényi-2, group JS): time and peak extra memory"
+    )
+    for col in (
+        "V",
+        "T",
+        "implementation",
+        "time (s)",
+        "x log_softmax",
+        "x naive",
+        "first call (s)",
+        "peak extra (MiB)",
+    ):
         table.add_column(col, justify="right" if col not in ("implementation",) else "left")
     by_key = {(r["impl"], r["V"], r["T"]): r for r in rows}
     for r in rows:
         key = (r["V"], r["T"])
         yardstick = by_key[("log_softmax", *key)]["time_s"]
-        naive = "naive-from-hidden" if r["impl"] in ("naive-from-hidden", "fused-compiled") else "naive"
-        vs_naive = r["time_s"] / by_key[(naive, *key)]["time_s"] if (naive, *key) in by_key else float("nan")
-        table.add_row(str(r["V"]), str(r["T"]), r["impl"], f"{r['time_s']:.3f}",
-                      f"{r['time_s'] / yardstick:.2f}", f"{vs_naive:.2f}", f"{r['first_s']:.2f}",
-                      f"{r['peak_extra_mib']:.0f}")
+        naive = (
+            "naive-from-hidden" if r["impl"] in ("naive-from-hidden", "fused-compiled") else "naive"
+        )
+        vs_naive = (
+            r["time_s"] / by_key[(naive, *key)]["time_s"]
+            if (naive, *key) in by_key
+            else float("nan")
+        )
+        table.add_row(
+            str(r["V"]),
+            str(r["T"]),
+            r["impl"],
+            f"{r['time_s']:.3f}",
+            f"{r['time_s'] / yardstick:.2f}",
+            f"{vs_naive:.2f}",
+            f"{r['first_s']:.2f}",
+            f"{r['peak_extra_mib']:.0f}",
+        )
     console = Console(width=160)
     console.print(table)
-    console.print("x naive: fused rows are compared with naive-from-hidden (both include the LM-head projection).")
+    console.print(
+        "x naive: fused rows are compared with naive-from-hidden (both include the LM-head projection)."
+    )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,9 @@ def _not_implemented(name: str) -> None:
         raise typer.Exit(code=2)
 
     command.__doc__ = f"{PLANNED_STAGES[name]} [not implemented yet]"
-    app.command(name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})(command)
+    app.command(name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})(
+        command
+    )
 
 
 for _name in PLANNED_STAGES:
@@ -51,13 +53,19 @@ for _name in PLANNED_STAGES:
 
 @app.command()
 def methods(
-    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print machine-readable JSON instead of a table."
+    ),
 ) -> None:
     """List the registered token-selection rules with their default hyperparameters."""
     rules = available_selections()
     if as_json:
         payload = {
-            name: {"needs": sorted(rule.needs), "defaults": rule.defaults, "description": rule.description}
+            name: {
+                "needs": sorted(rule.needs),
+                "defaults": rule.defaults,
+                "description": rule.description,
+            }
             for name, rule in sorted(rules.items())
         }
         typer.echo(json.dumps(payload, indent=2))

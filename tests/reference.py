@@ -7,13 +7,19 @@ from torch import Tensor
 
 
 def stats_reference(
-    logits_BTV: Tensor, tokens_BT: Tensor, mask_BT: Tensor, group_ids_B: Tensor | None, temperature: float
+    logits_BTV: Tensor,
+    tokens_BT: Tensor,
+    mask_BT: Tensor,
+    group_ids_B: Tensor | None,
+    temperature: float,
 ) -> dict[str, Tensor]:
     """logprob, entropy, renyi2, js as float64 [B, T], 0 outside the mask."""
     p = torch.softmax(logits_BTV.double() / temperature, dim=-1)
     logp = torch.log_softmax(logits_BTV.double() / temperature, dim=-1)
     out = {
-        "logprob": logp.gather(-1, tokens_BT.long().clamp(0, p.shape[-1] - 1).unsqueeze(-1)).squeeze(-1),
+        "logprob": logp.gather(
+            -1, tokens_BT.long().clamp(0, p.shape[-1] - 1).unsqueeze(-1)
+        ).squeeze(-1),
         "entropy": -(torch.where(p > 0, p * logp, 0.0)).sum(-1),
         "renyi2": -(p * p).sum(-1).log(),
     }

@@ -26,7 +26,12 @@ def test_methods_json_matches_registry():
     payload = json.loads(result.output)
     rules = available_selections()
     assert set(payload) == set(rules)
-    assert payload["ict"]["defaults"] == {"rho": 0.1, "scope": "sequence", "warmup_steps": 10, "highest": True}
+    assert payload["ict"]["defaults"] == {
+        "rho": 0.1,
+        "scope": "sequence",
+        "warmup_steps": 10,
+        "highest": True,
+    }
     assert payload["stapo"]["needs"] == ["entropy", "logprob"]
 
 

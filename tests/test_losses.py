@@ -41,12 +41,16 @@ def test_group_advantages_match_reference(normalize_std, seed):
     rewards = torch.randint(0, 2, (23,), generator=gen).float()
     rewards[gids == 2] = 1.0  # one group with equal rewards
     got = group_advantages(rewards, gids, normalize_std=normalize_std)
-    torch.testing.assert_close(got.double(), advantages_reference(rewards, gids, normalize_std), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        got.double(), advantages_reference(rewards, gids, normalize_std), rtol=1e-6, atol=1e-6
+    )
 
 
 def test_group_advantages_hand_computed():
-    got = group_advantages(torch.tensor([1.0, 0.0, 0.0, 1.0, 0.3, 0.3, 0.3, 5.0]),
-                           torch.tensor([0, 0, 0, 0, 1, 1, 1, 2]))
+    got = group_advantages(
+        torch.tensor([1.0, 0.0, 0.0, 1.0, 0.3, 0.3, 0.3, 5.0]),
+        torch.tensor([0, 0, 0, 0, 1, 1, 1, 2]),
+    )
     a = 0.5 / (math.sqrt(1 / 3) + 1e-6)  # mean 0.5, unbiased std sqrt(1/3)
     torch.testing.assert_close(got, torch.tensor([a, -a, -a, a, 0, 0, 0, 0], dtype=torch.float32))
     assert bool((got[4:] == 0).all())  # equal rewards and a group of one: exactly zero
@@ -58,7 +62,9 @@ def test_clipped_objective_hand_computed():
     obj, clipped = clipped_policy_objective(ratio.log(), torch.zeros(1, 5), adv)
     torch.testing.assert_close(obj, torch.tensor([[1.2, 1.2, 0.5, 0.5, 1.1]]))
     assert clipped.tolist() == [[True, True, False, False, False]]
-    obj, clipped = clipped_policy_objective(ratio.log(), torch.zeros(1, 5), -adv, clip_low=0.1, clip_high=0.3)
+    obj, clipped = clipped_policy_objective(
+        ratio.log(), torch.zeros(1, 5), -adv, clip_low=0.1, clip_high=0.3
+    )
     torch.testing.assert_close(obj, torch.tensor([[-1.5, -1.5, -0.9, -0.9, -1.1]]))
     assert clipped.tolist() == [[False, False, True, True, False]]
 
@@ -74,7 +80,9 @@ def test_clipped_objective_and_k3_match_elementwise_reference(seed):
         for t in range(9):
             r = math.exp(float(lp[b, t]) - float(old[b, t]))
             a = float(adv[b])
-            assert math.isclose(float(obj[b, t]), min(r * a, min(max(r, 0.8), 1.28) * a), rel_tol=1e-5, abs_tol=1e-6)
+            assert math.isclose(
+                float(obj[b, t]), min(r * a, min(max(r, 0.8), 1.28) * a), rel_tol=1e-5, abs_tol=1e-6
+            )
             d = float(ref[b, t]) - float(lp[b, t])
             assert math.isclose(float(kl[b, t]), math.exp(d) - d - 1, rel_tol=1e-4, abs_tol=1e-6)
 
@@ -106,7 +114,12 @@ def test_aggregate_matches_reference(mode, seed):
     values = torch.randn(5, 8, generator=gen)
     mask = torch.rand(5, 8, generator=gen) < 0.4
     mask[0] = False  # a response with nothing selected still counts in the mean over G
-    assert math.isclose(float(aggregate(values, mask, mode)), aggregate_reference(values, mask, mode), rel_tol=1e-5, abs_tol=1e-7)
+    assert math.isclose(
+        float(aggregate(values, mask, mode)),
+        aggregate_reference(values, mask, mode),
+        rel_tol=1e-5,
+        abs_tol=1e-7,
+    )
 
 
 def _batch(seed=0, B=4, T=6):
@@ -124,8 +137,12 @@ def _batch(seed=0, B=4, T=6):
 def test_unselected_tokens_get_exactly_zero_gradient(mode):
     lp, old, ref, response, token_mask = _batch()
     with torch.no_grad():  # even absurd values on unselected tokens must not leak
-        lp[~token_mask] = torch.tensor([math.inf, -math.inf, 1e30]).repeat(int((~token_mask).sum()))[: int((~token_mask).sum())]
-    loss, _ = grpo_loss(lp, old, torch.randn(4), token_mask, response, ref_logprob_BT=ref, agg_mode=mode)
+        lp[~token_mask] = torch.tensor([math.inf, -math.inf, 1e30]).repeat(
+            int((~token_mask).sum())
+        )[: int((~token_mask).sum())]
+    loss, _ = grpo_loss(
+        lp, old, torch.randn(4), token_mask, response, ref_logprob_BT=ref, agg_mode=mode
+    )
     loss.backward()
     assert bool(torch.isfinite(lp.grad).all())
     assert bool((lp.grad[~token_mask] == 0).all())
@@ -161,8 +178,15 @@ def test_grpo_loss_metrics_hand_computed():
     lp = torch.log(torch.tensor([[1.5, 1.0, 1.0, 1.0]]))
     response = torch.tensor([[True, True, True, False]])
     token_mask = torch.tensor([[True, True, False, False]])
-    loss, m = grpo_loss(lp, torch.zeros(1, 4), torch.tensor([1.0]), token_mask, response,
-                        ref_logprob_BT=lp, kl_coef=0.5)
+    loss, m = grpo_loss(
+        lp,
+        torch.zeros(1, 4),
+        torch.tensor([1.0]),
+        token_mask,
+        response,
+        ref_logprob_BT=lp,
+        kl_coef=0.5,
+    )
     assert math.isclose(float(loss), -(1.2 + 1.0) / 2, rel_tol=1e-6)  # KL is 0 here
     assert m["clip_fraction"] == 0.5 and math.isclose(m["selected_fraction"], 2 / 3, rel_tol=1e-6)
     assert m["kl"] == 0.0 and math.isclose(m["ratio_mean"], 1.25, rel_tol=1e-6)
@@ -186,14 +210,24 @@ def test_kl_enters_the_loss_with_its_coefficient():
         ({"advantages_B": "short"}, ValueError, "advantages_B must have shape"),
         ({"kl_coef": 0.1}, ValueError, "needs ref_logprob_BT"),
         ({"kl_coef": -1.0}, ValueError, "kl_coef must be >= 0"),
-        ({"agg_mode": "mean"}, ValueError, "unknown aggregation mode 'mean'; valid: seq-mean-token-mean"),
+        (
+            {"agg_mode": "mean"},
+            ValueError,
+            "unknown aggregation mode 'mean'; valid: seq-mean-token-mean",
+        ),
         ({"token_mask_BT": "outside"}, ValueError, "outside response_mask_BT"),
     ],
 )
 def test_bad_input_is_named(kwargs, error, match):
     lp, old, _, response, token_mask = _batch()
-    args = {"logprob_BT": lp, "old_logprob_BT": old, "advantages_B": torch.zeros(4),
-            "token_mask_BT": token_mask, "response_mask_BT": response, "kl_coef": 0.0}
+    args = {
+        "logprob_BT": lp,
+        "old_logprob_BT": old,
+        "advantages_B": torch.zeros(4),
+        "token_mask_BT": token_mask,
+        "response_mask_BT": response,
+        "kl_coef": 0.0,
+    }
     for key, value in kwargs.items():
         if value == "float":
             args[key] = args[key].float()
@@ -203,7 +237,16 @@ def test_bad_input_is_named(kwargs, error, match):
             args[key] = torch.ones(4, 6, dtype=torch.bool)
         else:
             args[key] = value
-    positional = [args.pop(k) for k in ("logprob_BT", "old_logprob_BT", "advantages_B", "token_mask_BT", "response_mask_BT")]
+    positional = [
+        args.pop(k)
+        for k in (
+            "logprob_BT",
+            "old_logprob_BT",
+            "advantages_B",
+            "token_mask_BT",
+            "response_mask_BT",
+        )
+    ]
     with pytest.raises(error, match=match):
         grpo_loss(*positional, **args)
 

@@ -44,8 +44,19 @@ def top_fraction_reference(scores, mask, rho, scope):
 # ------------------------------------------------------------------ sizes and ties
 
 
-@pytest.mark.parametrize(("n", "rho", "k"), [(30, 0.1, 3), (31, 0.1, 4), (1, 0.1, 1), (10, 0.2, 2),
-                                             (11, 0.2, 3), (7, 1.0, 7), (100, 0.3, 30), (0, 0.1, 0)])
+@pytest.mark.parametrize(
+    ("n", "rho", "k"),
+    [
+        (30, 0.1, 3),
+        (31, 0.1, 4),
+        (1, 0.1, 1),
+        (10, 0.2, 2),
+        (11, 0.2, 3),
+        (7, 1.0, 7),
+        (100, 0.3, 30),
+        (0, 0.1, 0),
+    ],
+)
 def test_ceil_rule_is_exact(n, rho, k):
     assert int(ceil_fraction(torch.tensor(n), rho)) == k
 
@@ -81,7 +92,9 @@ def test_grpo_is_dense():
 
 def test_entropy_batch_and_sequence_scope_hand_computed():
     mask = lengths_mask([5, 3], 5)
-    entropy = torch.tensor([[0.1, 0.9, 0.2, 0.3, 0.4], [0.8, 0.05, 0.7, 9.0, 9.0]])  # 9.0 is padding
+    entropy = torch.tensor(
+        [[0.1, 0.9, 0.2, 0.3, 0.4], [0.8, 0.05, 0.7, 9.0, 9.0]]
+    )  # 9.0 is padding
     inputs = inputs_for(mask, entropy=entropy)
     # N = 8, k = ceil(1.6) = 2: the two largest of the batch, 0.9 and 0.8.
     got = select_tokens("entropy", inputs)
@@ -96,9 +109,15 @@ def test_entropy_batch_and_sequence_scope_hand_computed():
 def stapo_case():
     """Row 0: positive advantage; row 1: negative. Probabilities and entropies by hand."""
     mask = lengths_mask([7, 3], 7)
-    prob = torch.tensor([[1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 0.5, 0.5], [1e-3, 1e-3, 0.5, 0.5, 0.5, 0.5, 0.5]])
-    entropy = torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0, 0.1, 0.2], [0.1, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1]])
-    return inputs_for(mask, advantages=torch.tensor([1.0, -1.0]), logprob=prob.log(), entropy=entropy)
+    prob = torch.tensor(
+        [[1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 0.5, 0.5], [1e-3, 1e-3, 0.5, 0.5, 0.5, 0.5, 0.5]]
+    )
+    entropy = torch.tensor(
+        [[1.0, 2.0, 3.0, 4.0, 5.0, 0.1, 0.2], [0.1, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1]]
+    )
+    return inputs_for(
+        mask, advantages=torch.tensor([1.0, -1.0]), logprob=prob.log(), entropy=entropy
+    )
 
 
 def test_stapo_silences_exactly_the_three_condition_tokens():
@@ -122,7 +141,9 @@ def test_stapo_each_condition_on_its_own():
 
 def test_stapo_with_no_candidates_keeps_everything():
     inputs = stapo_case()
-    inputs = SelectionInputs(inputs.response_mask, -inputs.advantages.abs(), inputs.logprob, inputs.entropy)
+    inputs = SelectionInputs(
+        inputs.response_mask, -inputs.advantages.abs(), inputs.logprob, inputs.entropy
+    )
     assert torch.equal(select_tokens("stapo", inputs), inputs.response_mask)
 
 
@@ -146,9 +167,11 @@ def test_ict_per_sequence_counts_and_warmup():
 def test_random_control_matches_ict_size_and_is_seeded():
     mask = lengths_mask([30, 31, 9, 1], 31)
     js = torch.rand(4, 31)
+
     def run(seed):
         inputs = inputs_for(mask, step=10, generator=torch.Generator().manual_seed(seed))
         return select_tokens("random", inputs)
+
     ict_mask = select_tokens("ict", inputs_for(mask, js=js, step=10))
     assert torch.equal(run(1).sum(1), ict_mask.sum(1))
     assert torch.equal(run(1), run(1))
@@ -162,9 +185,13 @@ def test_every_rule_selects_a_subset_of_the_response(name, seed):
     B, T = 8, 20
     mask = lengths_mask(torch.randint(0, T + 1, (B,), generator=gen).tolist(), T)
     inputs = SelectionInputs(
-        response_mask=mask, advantages=torch.randn(B, generator=gen),
-        logprob=-torch.rand(B, T, generator=gen) * 10, entropy=torch.rand(B, T, generator=gen) * 3,
-        js=torch.rand(B, T, generator=gen) * 0.6, step=20, generator=gen,
+        response_mask=mask,
+        advantages=torch.randn(B, generator=gen),
+        logprob=-torch.rand(B, T, generator=gen) * 10,
+        entropy=torch.rand(B, T, generator=gen) * 3,
+        js=torch.rand(B, T, generator=gen) * 0.6,
+        step=20,
+        generator=gen,
     )
     got = select_tokens(name, inputs)
     assert got.dtype == torch.bool and got.shape == mask.shape
@@ -177,14 +204,21 @@ def test_every_rule_selects_a_subset_of_the_response(name, seed):
 def test_registry_lists_the_paper_methods_with_defaults():
     rules = available_selections()
     assert {"grpo", "entropy", "stapo", "ict", "random"} <= set(rules)
-    assert rules["ict"].defaults == {"rho": 0.1, "scope": "sequence", "warmup_steps": 10, "highest": True}
+    assert rules["ict"].defaults == {
+        "rho": 0.1,
+        "scope": "sequence",
+        "warmup_steps": 10,
+        "highest": True,
+    }
     assert rules["entropy"].defaults == {"rho": 0.2, "scope": "batch"}
     assert rules["stapo"].defaults == {"tau_p": 0.002, "quantile": 0.75}
     assert rules["ict"].needs == frozenset({"js"})
 
 
 def test_unknown_method_lists_valid_ones():
-    with pytest.raises(KeyError, match="unknown token-selection method 'ictt'; valid: entropy, grpo, ict"):
+    with pytest.raises(
+        KeyError, match="unknown token-selection method 'ictt'; valid: entropy, grpo, ict"
+    ):
         get_selection("ictt")
 
 
@@ -199,7 +233,9 @@ def test_rho_outside_unit_interval_is_rejected(name, rho):
 
 def test_unknown_hyperparameter_and_missing_statistic_are_named():
     mask = lengths_mask([4], 4)
-    with pytest.raises(TypeError, match=r"no hyperparameter\(s\) \['rhoo'\]; valid: \['highest', 'rho'"):
+    with pytest.raises(
+        TypeError, match=r"no hyperparameter\(s\) \['rhoo'\]; valid: \['highest', 'rho'"
+    ):
         select_tokens("ict", inputs_for(mask), rhoo=0.2)
     with pytest.raises(ValueError, match="'ict' needs 'js'"):
         select_tokens("ict", inputs_for(mask, step=99))
@@ -225,7 +261,7 @@ def test_user_rule_registers_and_bad_outputs_are_caught(scratch_registry):
     assert get_selection("lowprob").description == "Lowest-probability tokens."
 
     register_selection("floaty")(lambda inputs: inputs.response_mask.float())
-    with pytest.raises(TypeError, match="'floaty' must return a torch.bool tensor"):
+    with pytest.raises(TypeError, match=r"'floaty' must return a torch.bool tensor"):
         select_tokens("floaty", inputs_for(mask))
     register_selection("wide")(lambda inputs: torch.ones(2, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"'wide' returned shape \[2, 5\], expected \[2, 4\]"):

@@ -48,10 +48,14 @@ CASES = [
 @pytest.mark.parametrize("seed", [0, 1])
 def test_matches_float64_reference(group_sizes, T, V, temperature, chunk, seed):
     logits, tokens, mask, gids = make_batch(seed, group_sizes, T, V)
-    got = token_stats(logits, tokens, mask, gids, temperature=temperature, chunk_size=chunk, kernel="eager")
+    got = token_stats(
+        logits, tokens, mask, gids, temperature=temperature, chunk_size=chunk, kernel="eager"
+    )
     ref = stats_reference(torch.nan_to_num(logits), tokens, mask, gids, temperature)
     for name in STATS:
-        torch.testing.assert_close(getattr(got, name).double(), ref[name], rtol=1e-5, atol=2e-5, msg=name)
+        torch.testing.assert_close(
+            getattr(got, name).double(), ref[name], rtol=1e-5, atol=2e-5, msg=name
+        )
         assert bool((getattr(got, name)[~mask] == 0).all()), f"{name} not zero outside the mask"
 
 
@@ -72,7 +76,9 @@ def test_low_precision_inputs_accumulate_in_float32(dtype):
     ref = stats_reference(torch.nan_to_num(logits.float()), tokens, mask, gids, 0.9)
     for name in STATS:
         assert getattr(got, name).dtype == torch.float32
-        torch.testing.assert_close(getattr(got, name).double(), ref[name], rtol=1e-5, atol=3e-5, msg=name)
+        torch.testing.assert_close(
+            getattr(got, name).double(), ref[name], rtol=1e-5, atol=3e-5, msg=name
+        )
 
 
 def test_compiled_kernel_matches_reference():
@@ -80,7 +86,9 @@ def test_compiled_kernel_matches_reference():
     got = token_stats(logits, tokens, mask, gids, temperature=0.8, chunk_size=5, kernel="compiled")
     ref = stats_reference(torch.nan_to_num(logits), tokens, mask, gids, 0.8)
     for name in STATS:
-        torch.testing.assert_close(getattr(got, name).double(), ref[name], rtol=1e-5, atol=2e-5, msg=name)
+        torch.testing.assert_close(
+            getattr(got, name).double(), ref[name], rtol=1e-5, atol=2e-5, msg=name
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -90,10 +98,14 @@ def test_fused_from_hidden_equals_unfused(dtype, chunk):
     _, tokens, mask, gids = make_batch(6, [4, 2], 9, 120)
     hidden = torch.randn(6, 9, 24, generator=gen).to(dtype)
     head = torch.randn(120, 24, generator=gen).to(dtype)
-    fused = token_stats_from_hidden(hidden, head, tokens, mask, gids, temperature=0.6, chunk_size=chunk)
+    fused = token_stats_from_hidden(
+        hidden, head, tokens, mask, gids, temperature=0.6, chunk_size=chunk
+    )
     unfused = token_stats(hidden @ head.T, tokens, mask, gids, temperature=0.6, chunk_size=chunk)
     for name in STATS:
-        torch.testing.assert_close(getattr(fused, name), getattr(unfused, name), rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(
+            getattr(fused, name), getattr(unfused, name), rtol=1e-6, atol=1e-6
+        )
 
 
 def test_hand_computed_two_token_vocab():
@@ -163,12 +175,24 @@ def _ok():
 @pytest.mark.parametrize(
     ("mutate", "error", "match"),
     [
-        (lambda a: {**a, "logits": a["logits"][0]}, ValueError, "logits_BTV must have 3 dimensions"),
+        (
+            lambda a: {**a, "logits": a["logits"][0]},
+            ValueError,
+            "logits_BTV must have 3 dimensions",
+        ),
         (lambda a: {**a, "logits": a["logits"].long()}, TypeError, "floating"),
         (lambda a: {**a, "tokens": a["tokens"][:, :3]}, ValueError, "tokens_BT must have shape"),
         (lambda a: {**a, "tokens": a["tokens"].float()}, TypeError, "token ids"),
-        (lambda a: {**a, "tokens": a["tokens"].masked_fill(a["mask"], 10)}, ValueError, "vocabulary mismatch"),
-        (lambda a: {**a, "mask": a["mask"].float()}, TypeError, "response_mask_BT must be torch.bool"),
+        (
+            lambda a: {**a, "tokens": a["tokens"].masked_fill(a["mask"], 10)},
+            ValueError,
+            "vocabulary mismatch",
+        ),
+        (
+            lambda a: {**a, "mask": a["mask"].float()},
+            TypeError,
+            "response_mask_BT must be torch.bool",
+        ),
         (lambda a: {**a, "mask": a["mask"][:, :2]}, ValueError, "response_mask_BT must have shape"),
         (lambda a: {**a, "mask": torch.zeros_like(a["mask"])}, ValueError, "selects no tokens"),
         (lambda a: {**a, "gids": a["gids"][:3]}, ValueError, "group_ids_B must have shape"),
@@ -181,23 +205,45 @@ def _ok():
 )
 def test_bad_input_is_named(mutate, error, match):
     logits, tokens, mask, gids = _ok()
-    args = mutate({"logits": logits, "tokens": tokens, "mask": mask, "gids": gids,
-                   "temperature": 1.0, "chunk_size": None, "kernel": "auto"})
+    args = mutate(
+        {
+            "logits": logits,
+            "tokens": tokens,
+            "mask": mask,
+            "gids": gids,
+            "temperature": 1.0,
+            "chunk_size": None,
+            "kernel": "auto",
+        }
+    )
     with pytest.raises(error, match=match):
-        token_stats(args["logits"], args["tokens"], args["mask"], args["gids"],
-                    temperature=args["temperature"], chunk_size=args["chunk_size"], kernel=args["kernel"])
+        token_stats(
+            args["logits"],
+            args["tokens"],
+            args["mask"],
+            args["gids"],
+            temperature=args["temperature"],
+            chunk_size=args["chunk_size"],
+            kernel=args["kernel"],
+        )
 
 
 def test_empty_batch_is_rejected():
     with pytest.raises(ValueError, match="empty"):
-        token_stats(torch.zeros(0, 3, 5), torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, 3, dtype=torch.bool))
+        token_stats(
+            torch.zeros(0, 3, 5),
+            torch.zeros(0, 3, dtype=torch.long),
+            torch.zeros(0, 3, dtype=torch.bool),
+        )
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_non_finite_logits_at_response_tokens_are_rejected(bad):
     logits, tokens, mask, gids = _ok()
     logits[1, 0, 3] = bad
-    with pytest.raises(ValueError, match=r"non-finite statistics at response position \(b=1, t=0\)"):
+    with pytest.raises(
+        ValueError, match=r"non-finite statistics at response position \(b=1, t=0\)"
+    ):
         token_stats(logits, tokens, mask, gids)
 
 

@@ -67,8 +67,12 @@ def group_advantages(
     count = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, torch.ones_like(r))
     mean = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, r) / count
     centred = r - mean[inverse]
-    lo = torch.full((n_groups,), torch.inf, dtype=torch.float64).scatter_reduce(0, inverse, r, "amin")
-    hi = torch.full((n_groups,), -torch.inf, dtype=torch.float64).scatter_reduce(0, inverse, r, "amax")
+    lo = torch.full((n_groups,), torch.inf, dtype=torch.float64).scatter_reduce(
+        0, inverse, r, "amin"
+    )
+    hi = torch.full((n_groups,), -torch.inf, dtype=torch.float64).scatter_reduce(
+        0, inverse, r, "amax"
+    )
     constant = (hi == lo)[inverse]
     if normalize_std:
         sq = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, centred**2)
@@ -78,8 +82,12 @@ def group_advantages(
 
 
 def clipped_policy_objective(
-    logprob_BT: Tensor, old_logprob_BT: Tensor, advantages_B: Tensor, *,
-    clip_low: float = 0.2, clip_high: float = 0.2,
+    logprob_BT: Tensor,
+    old_logprob_BT: Tensor,
+    advantages_B: Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
 ) -> tuple[Tensor, Tensor]:
     """PPO's clipped surrogate per token (to be maximised).
 
@@ -195,7 +203,9 @@ def grpo_loss(
         n_selected = token_mask_BT.sum().clamp_min(1)
         metrics = {
             "pg_objective": float(aggregate(objective, token_mask_BT, agg_mode)),
-            "kl": float(torch.where(token_mask_BT, kl, 0.0).sum() / n_selected) if kl is not None else 0.0,
+            "kl": float(torch.where(token_mask_BT, kl, 0.0).sum() / n_selected)
+            if kl is not None
+            else 0.0,
             "clip_fraction": float((clipped & token_mask_BT).sum() / n_selected),
             "selected_fraction": float(token_mask_BT.sum() / response_mask_BT.sum().clamp_min(1)),
             "ratio_mean": float(

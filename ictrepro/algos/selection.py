@@ -106,7 +106,10 @@ def register_selection(
         if name in _REGISTRY and not overwrite:
             raise ValueError(f"a selection rule named {name!r} is already registered")
         params = list(inspect.signature(fn).parameters.values())
-        if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+        if not params or params[0].kind not in (
+            params[0].POSITIONAL_ONLY,
+            params[0].POSITIONAL_OR_KEYWORD,
+        ):
             raise TypeError(f"rule {name!r}: the first parameter must take the SelectionInputs")
         defaults = {}
         for p in params[1:]:
@@ -148,7 +151,9 @@ def select_tokens(name: str, inputs: SelectionInputs, **hparams: Any) -> Tensor:
 def _check_inputs(inputs: SelectionInputs) -> None:
     mask = inputs.response_mask
     if mask.dtype != torch.bool or mask.ndim != 2:
-        raise TypeError(f"response_mask must be a bool [B, T] tensor, got {mask.dtype} {list(mask.shape)}")
+        raise TypeError(
+            f"response_mask must be a bool [B, T] tensor, got {mask.dtype} {list(mask.shape)}"
+        )
     if tuple(inputs.advantages.shape) != (mask.shape[0],):
         raise ValueError(
             f"advantages must have shape [B] = [{mask.shape[0]}], got {list(inputs.advantages.shape)}"
@@ -198,7 +203,9 @@ def top_fraction_mask(
     """
     _check_scope(scope)
     if scores_BT.shape != response_mask_BT.shape:
-        raise ValueError(f"scores {list(scores_BT.shape)} must match response mask {list(response_mask_BT.shape)}")
+        raise ValueError(
+            f"scores {list(scores_BT.shape)} must match response mask {list(response_mask_BT.shape)}"
+        )
     if bool(torch.isnan(scores_BT[response_mask_BT]).any()):
         raise ValueError("scores contain NaN at response tokens")
     keys = torch.where(response_mask_BT, scores_BT.double(), -torch.inf)
@@ -207,7 +214,9 @@ def top_fraction_mask(
     k = ceil_fraction(response_mask_BT.reshape(keys.shape).sum(dim=1, keepdim=True), rho)
     # A stable descending sort keeps equal keys in index order: ties go to earlier tokens.
     order = torch.sort(keys, dim=1, descending=True, stable=True).indices
-    rank = torch.empty_like(order).scatter_(1, order, torch.arange(keys.shape[1], device=keys.device).expand_as(order))
+    rank = torch.empty_like(order).scatter_(
+        1, order, torch.arange(keys.shape[1], device=keys.device).expand_as(order)
+    )
     return (rank < k).reshape(response_mask_BT.shape) & response_mask_BT
 
 
@@ -259,8 +268,12 @@ def stapo(inputs: SelectionInputs, *, tau_p: float = 0.002, quantile: float = 0.
 
 @register_selection("ict", needs=("js",))
 def ict(
-    inputs: SelectionInputs, *, rho: float = 0.1, scope: Scope = "sequence",
-    warmup_steps: int = 10, highest: bool = True,
+    inputs: SelectionInputs,
+    *,
+    rho: float = 0.1,
+    scope: Scope = "sequence",
+    warmup_steps: int = 10,
+    highest: bool = True,
 ) -> Tensor:
     """ICT: the top rho of each response's tokens by group JS divergence u; dense for the first warmup_steps steps.
 
@@ -286,5 +299,7 @@ def random_control(
     if inputs.step < warmup_steps:
         return inputs.response_mask.clone()
     mask = inputs.response_mask
-    scores = torch.rand(mask.shape, generator=inputs.generator, dtype=torch.float64, device=mask.device)
+    scores = torch.rand(
+        mask.shape, generator=inputs.generator, dtype=torch.float64, device=mask.device
+    )
     return top_fraction_mask(scores, mask, rho, scope)

@@ -124,7 +124,9 @@ def _kernel_for(kernel: Kernel, vocab_size: int) -> Callable:
         try:
             _compiled_kernel = torch.compile(_chunk_kernel, dynamic=True)
         except Exception as err:  # compile support varies by platform; eager is always right
-            warnings.warn(f"torch.compile unavailable ({err}); using the eager kernel", stacklevel=3)
+            warnings.warn(
+                f"torch.compile unavailable ({err}); using the eager kernel", stacklevel=3
+            )
             _compiled_kernel = _chunk_kernel
     return _compiled_kernel
 
@@ -133,14 +135,23 @@ def _kernel_for(kernel: Kernel, vocab_size: int) -> Callable:
 
 
 def _check_common(
-    name: str, batch_shape: tuple[int, ...], tokens_BT: Tensor, response_mask_BT: Tensor,
-    group_ids_B: Tensor | None, temperature: float, chunk_size: int | None,
+    name: str,
+    batch_shape: tuple[int, ...],
+    tokens_BT: Tensor,
+    response_mask_BT: Tensor,
+    group_ids_B: Tensor | None,
+    temperature: float,
+    chunk_size: int | None,
 ) -> None:
     B, T = batch_shape
     if B == 0 or T == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(batch_shape)}); need at least one response token")
+        raise ValueError(
+            f"{name} is empty (shape {tuple(batch_shape)}); need at least one response token"
+        )
     if tuple(tokens_BT.shape) != (B, T):
-        raise ValueError(f"tokens_BT must have shape [B, T] = {[B, T]}, got {list(tokens_BT.shape)}")
+        raise ValueError(
+            f"tokens_BT must have shape [B, T] = {[B, T]}, got {list(tokens_BT.shape)}"
+        )
     if tokens_BT.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"tokens_BT must be int64 or int32 token ids, got {tokens_BT.dtype}")
     if tuple(response_mask_BT.shape) != (B, T):
@@ -155,10 +166,14 @@ def _check_common(
         raise ValueError("response_mask_BT selects no tokens: every response is empty")
     if group_ids_B is not None:
         if tuple(group_ids_B.shape) != (B,):
-            raise ValueError(f"group_ids_B must have shape [B] = [{B}], got {list(group_ids_B.shape)}")
+            raise ValueError(
+                f"group_ids_B must have shape [B] = [{B}], got {list(group_ids_B.shape)}"
+            )
         if group_ids_B.dtype.is_floating_point or group_ids_B.dtype == torch.bool:
             raise TypeError(f"group_ids_B must hold integer ids, got {group_ids_B.dtype}")
-    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0):
+    if not (
+        isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0
+    ):
         raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
@@ -192,7 +207,9 @@ ChunkLogits = Callable[[Rows, slice], Tensor]
 def _as_slice(rows: Tensor) -> Rows:
     """Consecutive row ids as a slice, so that indexing gives a view instead of a copy."""
     first, last = int(rows[0]), int(rows[-1])
-    if last - first + 1 == len(rows) and bool((rows == torch.arange(first, last + 1, device=rows.device)).all()):
+    if last - first + 1 == len(rows) and bool(
+        (rows == torch.arange(first, last + 1, device=rows.device)).all()
+    ):
         return slice(first, last + 1)
     return rows
 
@@ -223,7 +240,7 @@ def _chunks(
     With groups, a block is one group's rows by ``chunk_size`` positions (the group mean
     needs all of them together); without, one row by ``chunk_size`` positions.
     """
-    B, T = response_mask_BT.shape
+    B = response_mask_BT.shape[0]
     if group_ids_B is None:
         row_sets = [torch.tensor([b]) for b in range(B)]
     else:
@@ -241,8 +258,13 @@ def _chunks(
 
 
 def _run(
-    get_logits: ChunkLogits, tokens_BT: Tensor, response_mask_BT: Tensor,
-    group_ids_B: Tensor | None, vocab_size: int, temperature: float, chunk_size: int | None,
+    get_logits: ChunkLogits,
+    tokens_BT: Tensor,
+    response_mask_BT: Tensor,
+    group_ids_B: Tensor | None,
+    vocab_size: int,
+    temperature: float,
+    chunk_size: int | None,
     kernel: Kernel,
 ) -> TokenStats:
     B, T = response_mask_BT.shape
@@ -256,7 +278,9 @@ def _run(
         active_GC = response_mask_BT[rows, cols]
         if not bool(active_GC.any()):
             continue
-        stats = run_kernel(get_logits(rows, cols), tokens_BT[rows, cols], active_GC, 1.0 / temperature, with_js)
+        stats = run_kernel(
+            get_logits(rows, cols), tokens_BT[rows, cols], active_GC, 1.0 / temperature, with_js
+        )
         for i, stat in enumerate(stats):
             out[i, rows, cols] = torch.where(active_GC, stat, 0.0)
         single[rows, cols] = active_GC & (active_GC.sum(dim=0, keepdim=True) == 1)
@@ -309,11 +333,19 @@ def token_stats(
     """
     _check_float("logits_BTV", logits_BTV, 3)
     B, T, V = logits_BTV.shape
-    _check_common("logits_BTV", (B, T), tokens_BT, response_mask_BT, group_ids_B, temperature, chunk_size)
+    _check_common(
+        "logits_BTV", (B, T), tokens_BT, response_mask_BT, group_ids_B, temperature, chunk_size
+    )
     _check_token_range(tokens_BT, response_mask_BT, V)
     return _run(
         lambda rows, cols: logits_BTV[rows, cols],
-        tokens_BT, response_mask_BT, group_ids_B, V, temperature, chunk_size, kernel,
+        tokens_BT,
+        response_mask_BT,
+        group_ids_B,
+        V,
+        temperature,
+        chunk_size,
+        kernel,
     )
 
 
@@ -344,17 +376,25 @@ def token_stats_from_hidden(
     _check_float("lm_head_VD", lm_head_VD, 2)
     B, T, D = hidden_BTD.shape
     V, D_head = lm_head_VD.shape
-    if D != D_head:
+    if D_head != D:
         raise ValueError(
             f"hidden size mismatch: hidden_BTD has D={D} but lm_head_VD is [V, D] = {[V, D_head]}"
         )
     if hidden_BTD.dtype != lm_head_VD.dtype:
         raise TypeError(f"hidden_BTD is {hidden_BTD.dtype} but lm_head_VD is {lm_head_VD.dtype}")
-    _check_common("hidden_BTD", (B, T), tokens_BT, response_mask_BT, group_ids_B, temperature, chunk_size)
+    _check_common(
+        "hidden_BTD", (B, T), tokens_BT, response_mask_BT, group_ids_B, temperature, chunk_size
+    )
     _check_token_range(tokens_BT, response_mask_BT, V)
     return _run(
         _FusedLogits(hidden_BTD, lm_head_VD),
-        tokens_BT, response_mask_BT, group_ids_B, V, temperature, chunk_size, kernel,
+        tokens_BT,
+        response_mask_BT,
+        group_ids_B,
+        V,
+        temperature,
+        chunk_size,
+        kernel,
     )
 
 
@@ -375,8 +415,13 @@ def group_js(
     """
     tokens_BT = torch.zeros(response_mask_BT.shape, dtype=torch.long, device=logits_BTV.device)
     stats = token_stats(
-        logits_BTV, tokens_BT, response_mask_BT, group_ids_B,
-        temperature=temperature, chunk_size=chunk_size, kernel=kernel,
+        logits_BTV,
+        tokens_BT,
+        response_mask_BT,
+        group_ids_B,
+        temperature=temperature,
+        chunk_size=chunk_size,
+        kernel=kernel,
     )
     assert stats.js is not None
     return stats.js
