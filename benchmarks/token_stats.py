@@ -17,8 +17,8 @@ during that call minus the resident memory before it.
 
 Usage::
 
-    python benchmarks/token_stats.py            # V=151,936 at T=128, 256, 512; V=32,768 at T=512
-    python benchmarks/token_stats.py --quick    # T=64 and 128, a few minutes
+    python benchmarks/token_stats.py            # V=151,936 at T=128 and 256; V=32,768 at T=256
+    python benchmarks/token_stats.py --quick    # T=64 and 128
 """
 
 from __future__ import annotations
@@ -170,6 +170,7 @@ def main() -> None:
         for impl in impls:
             console.print(f"  running {impl:18s} V={V} T={T}", highlight=False)
             rows.append(run_worker(impl, G, T, V, args.repeats))
+            console.print(f"    {rows[-1]}", highlight=False)
 
     table = Table(
         title="ICT token statistics (log-prob, entropy, Rényi-2, group JS): time and peak extra memory"

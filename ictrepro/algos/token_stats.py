@@ -71,7 +71,7 @@ class TokenStats:
 
 
 def _chunk_kernel(
-    logits_GCV: Tensor, tokens_GC: Tensor, active_GC: Tensor, inv_temperature: float, with_js: bool
+    logits_GCV: Tensor, tokens_GC: Tensor, active_GC: Tensor, inv_temperature: Tensor, with_js: bool
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Statistics of one chunk: ``G`` rows (one group, or 1) by ``C`` positions.
 
@@ -79,7 +79,8 @@ def _chunk_kernel(
         logits_GCV: raw logits, any float dtype.
         tokens_GC: sampled token ids (int64).
         active_GC: bool, True where the position is a response token of that row.
-        inv_temperature: 1 / tau.
+        inv_temperature: 1 / tau, a 0-d float32 tensor (a Python float would make
+            ``torch.compile`` specialise, and recompile, on every temperature).
         with_js: also compute the group JS (else the last output is zeros).
 
     Returns:
@@ -272,6 +273,7 @@ def _run(
     out = torch.zeros(4, B, T, dtype=torch.float32, device=device)
     single = torch.zeros(B, T, dtype=torch.bool, device=device)  # JS is 0 by definition here
     run_kernel = _kernel_for(kernel, vocab_size)
+    inv_temperature = torch.tensor(1.0 / temperature, dtype=torch.float32, device=device)
     with_js = group_ids_B is not None
     tokens_BT = tokens_BT.long().clamp(0, vocab_size - 1)  # padding ids may be out of range
     for rows, cols in _chunks(response_mask_BT, group_ids_B, vocab_size, chunk_size):
@@ -279,7 +281,7 @@ def _run(
         if not bool(active_GC.any()):
             continue
         stats = run_kernel(
-            get_logits(rows, cols), tokens_BT[rows, cols], active_GC, 1.0 / temperature, with_js
+            get_logits(rows, cols), tokens_BT[rows, cols], active_GC, inv_temperature, with_js
         )
         for i, stat in enumerate(stats):
             out[i, rows, cols] = torch.where(active_GC, stat, 0.0)
