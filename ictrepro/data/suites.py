@@ -1,0 +1,276 @@
+"""Synthetic task suites of the CPU scale, one per family of the paper's seven benchmarks.
+
+Each suite is generated from a seed by code, so the CPU world needs no downloads. Names
+show the mapping to the paper's benchmarks:
+
+| suite | stands for | answers |
+|---|---|---|
+| ``tiny-gsm8k`` | GSM8K | integers, from two-step word problems |
+| ``tiny-math500`` | MATH500 | LaTeX: reduced fractions, negative integers, simplified roots |
+| ``tiny-mmlu-stem`` | MMLU-STEM | a letter A-D (one-step questions) |
+| ``tiny-gpqa`` | GPQA | a letter A-D (two-step questions, closer distractors) |
+| ``tiny-aime23`` / ``24`` / ``25`` | AIME 2023/24/25 | integers 0-999 from three different multi-step generators |
+
+Every record carries a short worked solution ending in ``\\boxed{answer}``: the format the
+SFT warm start teaches and the verifier reads. Train and test splits come from different
+random streams and any training problem whose text also occurs in the test split is
+dropped, so the splits are disjoint by construction.
+
+The training mixture ``tiny-train`` mixes the GSM8K- and MATH-like generators, in the spirit
+of the paper's GSM8K + MATH training data.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ictrepro.data.records import Problem
+
+Generated = tuple[str, str, str, tuple[str, ...] | None]
+"""(problem, solution, answer, choices) of one generated item."""
+
+NAMES = ("Ana", "Ben", "Caro", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun")
+ITEMS = ("apple", "book", "coin", "pen", "shell", "stamp", "card", "marble")
+LETTERS = "ABCD"
+
+
+def _boxed(steps: list[str], answer: str) -> str:
+    return " ".join([*steps, f"The answer is \\boxed{{{answer}}}."])
+
+
+# ------------------------------------------------------------------------ GSM8K-like
+
+
+def gen_gsm8k(rng: random.Random) -> Generated:
+    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    kind = rng.randrange(3)
+    if kind == 0:
+        a, b = rng.randint(2, 30), rng.randint(2, 30)
+        c = rng.randint(1, a + b)
+        ans = a + b - c
+        problem = (
+            f"{name} has {a} {item}s, gets {b} more and gives away {c}. How many {item}s are left?"
+        )
+        steps = [f"{a} + {b} = {a + b}.", f"{a + b} - {c} = {ans}."]
+    elif kind == 1:
+        a, b, c = rng.randint(2, 9), rng.randint(2, 9), rng.randint(1, 20)
+        ans = a * b + c
+        problem = f"{name} buys {a} bags with {b} {item}s each and finds {c} more. How many {item}s in all?"
+        steps = [f"{a} * {b} = {a * b}.", f"{a * b} + {c} = {ans}."]
+    else:
+        per, friends, extra = rng.randint(2, 9), rng.randint(2, 6), rng.randint(1, 9)
+        total = per * friends
+        ans = per + extra
+        problem = (
+            f"{name} shares {total} {item}s equally among {friends} friends. One friend then "
+            f"gets {extra} more. How many {item}s does that friend have?"
+        )
+        steps = [f"{total} / {friends} = {per}.", f"{per} + {extra} = {ans}."]
+    return problem, _boxed(steps, str(ans)), str(ans), None
+
+
+# ---------------------------------------------------------------------- MATH500-like
+
+
+def _latex_fraction(num: int, den: int) -> str:
+    g = math.gcd(num, den)
+    num, den = num // g, den // g
+    if den < 0:
+        num, den = -num, -den
+    if den == 1:
+        return str(num)
+    sign = "-" if num < 0 else ""
+    return f"{sign}\\frac{{{abs(num)}}}{{{den}}}"
+
+
+def gen_math500(rng: random.Random) -> Generated:
+    kind = rng.randrange(3)
+    if kind == 0:
+        a, b, c, d = rng.randint(1, 9), rng.randint(2, 9), rng.randint(1, 9), rng.randint(2, 9)
+        op = rng.choice("+-")
+        num = a * d + c * b if op == "+" else a * d - c * b
+        ans = _latex_fraction(num, b * d)
+        problem = f"Compute $\\frac{{{a}}}{{{b}}} {op} \\frac{{{c}}}{{{d}}}$."
+        raw = f"\\frac{{{num}}}{{{b * d}}}"
+        steps = [
+            f"$\\frac{{{a * d}}}{{{b * d}}} {op} \\frac{{{c * b}}}{{{b * d}}} = {raw}"
+            + (f" = {ans}$." if ans != raw else "$.")
+        ]
+    elif kind == 1:
+        x, a = rng.randint(-9, 9), rng.randint(2, 9)
+        b = rng.randint(-20, 20)
+        c = a * x + b
+        ans = str(x)
+        problem = f"Solve for $x$: ${a}x {'+' if b >= 0 else '-'} {abs(b)} = {c}$."
+        steps = [
+            f"${a}x = {c} {'-' if b >= 0 else '+'} {abs(b)} = {c - b}$.",
+            f"$x = {c - b} / {a} = {x}$.",
+        ]
+    else:
+        k, m = rng.randint(2, 9), rng.choice((2, 3, 5, 6, 7))
+        n = k * k * m
+        ans = f"{k}\\sqrt{{{m}}}"
+        problem = f"Simplify $\\sqrt{{{n}}}$."
+        steps = [f"${n} = {k * k} \\cdot {m}$, so $\\sqrt{{{n}}} = {ans}$."]
+    return problem, _boxed(steps, ans), ans, None
+
+
+# ---------------------------------------------------------------- multiple choice
+
+
+def _choice_item(
+    rng: random.Random, problem: str, steps: list[str], correct: int, near: int
+) -> Generated:
+    """Four distinct numeric options, the correct one at a random letter."""
+    options = {correct}
+    while len(options) < 4:
+        options.add(correct + rng.choice((-1, 1)) * rng.randint(1, near))
+    ordered = list(options)
+    rng.shuffle(ordered)
+    letter = LETTERS[ordered.index(correct)]
+    steps = [*steps, f"That is option {letter}."]
+    return problem, _boxed(steps, letter), letter, tuple(str(o) for o in ordered)
+
+
+def gen_mmlu_stem(rng: random.Random) -> Generated:
+    kind = rng.randrange(3)
+    if kind == 0:
+        a, b = rng.randint(2, 30), rng.randint(2, 30)
+        return _choice_item(
+            rng, f"Which of the following equals {a} * {b}?", [f"{a} * {b} = {a * b}."], a * b, 12
+        )
+    unit, small, factor = [("meters", "centimeters", 100), ("minutes", "seconds", 60)][kind - 1]
+    m = rng.randint(2, 300)
+    steps = [f"{m} * {factor} = {m * factor}."]
+    return _choice_item(rng, f"How many {small} are in {m} {unit}?", steps, m * factor, 50)
+
+
+def gen_gpqa(rng: random.Random) -> Generated:
+    a, b, c = rng.randint(2, 12), rng.randint(2, 12), rng.randint(2, 9)
+    value = (a + b) * c
+    steps = [f"{a} + {b} = {a + b}.", f"{a + b} * {c} = {value}."]
+    return _choice_item(rng, f"Which of the following equals ({a} + {b}) * {c}?", steps, value, 3)
+
+
+# ------------------------------------------------------------------------- AIME-like
+
+
+def gen_aime23(rng: random.Random) -> Generated:
+    """Remainder of a power: repeated multiplication modulo m."""
+    base, exp, mod = rng.randint(2, 9), rng.randint(3, 6), rng.randint(7, 40)
+    value, steps = 1, []
+    for i in range(1, exp + 1):
+        value = value * base % mod
+        steps.append(f"{base}^{i} = {value} mod {mod}.")
+    problem = f"Find the remainder when ${base}^{{{exp}}}$ is divided by ${mod}$."
+    return problem, _boxed(steps, str(value)), str(value), None
+
+
+def gen_aime24(rng: random.Random) -> Generated:
+    """Count the divisors of a product of two or three prime powers."""
+    primes = sorted(rng.sample((2, 3, 5, 7, 11), rng.choice((2, 3))))
+    powers = [rng.randint(1, 4) for _ in primes]
+    n = math.prod(p**a for p, a in zip(primes, powers, strict=True))
+    ans = math.prod(a + 1 for a in powers)
+    factored = " \\cdot ".join(f"{p}^{a}" for p, a in zip(primes, powers, strict=True))
+    counted = "".join(f"({a} + 1)" for a in powers)
+    problem = f"How many positive divisors does ${n}$ have?"
+    steps = [f"${n} = {factored}$.", f"${counted} = {ans}$."]
+    return problem, _boxed(steps, str(ans)), str(ans), None
+
+
+def gen_aime25(rng: random.Random) -> Generated:
+    """Sum of the multiples of d up to n, modulo 1000."""
+    d, count = rng.randint(2, 9), rng.randint(3, 30)
+    n = d * count + rng.randint(0, d - 1)
+    total = d * count * (count + 1) // 2
+    ans = total % 1000
+    problem = (
+        f"Let $S$ be the sum of all multiples of ${d}$ from $1$ to ${n}$. Find $S$ mod $1000$."
+    )
+    steps = [
+        f"There are {count} multiples.",
+        f"$S = {d} \\cdot {count} \\cdot {count + 1} / 2 = {total}$.",
+        f"${total}$ mod $1000 = {ans}$.",
+    ]
+    return problem, _boxed(steps, str(ans)), str(ans), None
+
+
+# -------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    family: str
+    generators: tuple[Callable[[random.Random], Generated], ...]
+
+
+SUITES: dict[str, Suite] = {
+    s.name: s
+    for s in (
+        Suite("tiny-gsm8k", "gsm8k", (gen_gsm8k,)),
+        Suite("tiny-math500", "math500", (gen_math500,)),
+        Suite("tiny-mmlu-stem", "mmlu_stem", (gen_mmlu_stem,)),
+        Suite("tiny-gpqa", "gpqa", (gen_gpqa,)),
+        Suite("tiny-aime23", "aime23", (gen_aime23,)),
+        Suite("tiny-aime24", "aime24", (gen_aime24,)),
+        Suite("tiny-aime25", "aime25", (gen_aime25,)),
+        Suite("tiny-train", "gsm8k+math", (gen_gsm8k, gen_math500)),
+    )
+}
+SPLITS = ("train", "test")
+
+
+def get_suite(name: str) -> Suite:
+    if name not in SUITES:
+        raise KeyError(f"unknown suite {name!r}; valid: {', '.join(SUITES)}")
+    return SUITES[name]
+
+
+def _draw(suite: Suite, split: str, seed: int, count: int, exclude: set[str]) -> list[Problem]:
+    # A string seed is hashed with SHA-512 by `random`: stable across runs and platforms.
+    rng = random.Random(f"{suite.name}/{split}/{seed}")
+    records: list[Problem] = []
+    seen = set(exclude)
+    attempts = 0
+    while len(records) < count:
+        attempts += 1
+        if attempts > 50 * count + 1000:
+            raise RuntimeError(
+                f"suite {suite.name!r} ran out of distinct problems after {len(records)} of {count}"
+            )
+        gen = suite.generators[len(records) % len(suite.generators)]
+        problem, solution, answer, choices = gen(rng)
+        if problem in seen:
+            continue
+        seen.add(problem)
+        records.append(
+            Problem(
+                id=f"{suite.name}-{split}-{len(records):05d}",
+                problem=problem,
+                answer=answer,
+                choices=choices,
+                solution=solution,
+                meta={
+                    "suite": suite.name,
+                    "family": suite.family,
+                    "split": split,
+                    "generator": gen.__name__,
+                },
+            )
+        )
+    return records
+
+
+def generate_suite(name: str, *, seed: int, n_train: int, n_test: int) -> dict[str, list[Problem]]:
+    """Both splits of suite ``name``: ``{"train": [...], "test": [...]}``, disjoint by text."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    suite = get_suite(name)
+    test = _draw(suite, "test", seed, n_test, exclude=set())
+    train = _draw(suite, "train", seed, n_train, exclude={p.problem for p in test})
+    return {"train": train, "test": test}

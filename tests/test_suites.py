@@ -1,0 +1,98 @@
+"""Synthetic suites: deterministic, disjoint splits, self-consistent answers, real verifier."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from math_verify import parse, verify
+
+from ictrepro.data.records import Problem
+from ictrepro.data.suites import SUITES, generate_suite
+
+N_TRAIN, N_TEST = 300, 60
+CHOICE_SUITES = ["tiny-gpqa", "tiny-mmlu-stem"]
+MATH_SUITES = sorted(set(SUITES) - set(CHOICE_SUITES))
+
+
+@pytest.fixture(scope="module", params=sorted(SUITES))
+def suite(request):
+    return request.param, generate_suite(request.param, seed=3, n_train=N_TRAIN, n_test=N_TEST)
+
+
+def test_deterministic_per_seed_and_seed_matters(suite):
+    name, splits = suite
+    again = generate_suite(name, seed=3, n_train=N_TRAIN, n_test=N_TEST)
+    assert again == splits
+    other = generate_suite(name, seed=4, n_train=N_TRAIN, n_test=N_TEST)
+    assert [p.problem for p in other["test"]] != [p.problem for p in splits["test"]]
+
+
+def test_splits_are_disjoint_and_ids_unique(suite):
+    _, splits = suite
+    assert len(splits["train"]) == N_TRAIN and len(splits["test"]) == N_TEST
+    assert not {p.problem for p in splits["train"]} & {p.problem for p in splits["test"]}
+    ids = [p.id for split in splits.values() for p in split]
+    assert len(ids) == len(set(ids))
+
+
+def last_box(text: str) -> str:
+    return re.findall(r"\\boxed\{(.*)\}", text)[-1]
+
+
+def test_solution_ends_in_the_gold_answer(suite):
+    _, splits = suite
+    for p in splits["test"] + splits["train"][:50]:
+        assert last_box(p.solution) == p.answer, p
+
+
+@pytest.mark.parametrize("name", CHOICE_SUITES)
+def test_multiple_choice_is_consistent(name):
+    splits = generate_suite(name, seed=3, n_train=N_TRAIN, n_test=N_TEST)
+    for p in splits["test"]:
+        assert p.answer in "ABCD" and len(p.choices) == 4 and len(set(p.choices)) == 4
+        # The worked solution's last computed number is the option the gold letter names.
+        value = re.findall(r"= (-?\d+)\.", p.solution)[-1]
+        assert p.choices["ABCD".index(p.answer)] == value
+        wrong = [c for c in p.choices if c != value]
+        assert len(wrong) == 3
+
+
+@pytest.mark.parametrize("name", MATH_SUITES)
+def test_gold_verifies_against_itself_with_math_verify(name):
+    splits = generate_suite(name, seed=3, n_train=N_TRAIN, n_test=N_TEST)
+    assert all(p.choices is None for p in splits["test"])
+    answers = [p.answer for p in splits["test"]]
+    for p in splits["test"]:
+        gold = parse(f"${p.answer}$")
+        assert gold, f"math-verify cannot parse gold {p.answer!r}"
+        assert verify(gold, parse(p.solution)), p
+    # ... and a different problem's answer is not accepted (unless the values coincide).
+    shifted = answers[1:] + answers[:1]
+    accepted = sum(
+        verify(parse(f"${a}$"), parse(f"$\\boxed{{{b}}}$"))
+        for a, b in zip(answers, shifted, strict=True)
+    )
+    assert accepted < 0.2 * len(answers)
+
+
+def test_records_round_trip_json(suite):
+    _, splits = suite
+    for p in splits["test"][:10]:
+        assert Problem.from_json(p.to_json()) == p
+
+
+def test_bad_names_and_seeds():
+    with pytest.raises(
+        KeyError, match="unknown suite 'tiny-gsm9k'; valid: tiny-gsm8k, tiny-math500"
+    ):
+        generate_suite("tiny-gsm9k", seed=0, n_train=1, n_test=1)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        generate_suite("tiny-gsm8k", seed="0", n_train=1, n_test=1)
+
+
+def test_record_errors_name_the_field():
+    with pytest.raises(ValueError, match="line 7: missing field 'answer'"):
+        Problem.from_json({"id": "x", "problem": "p"}, where="line 7")
+    with pytest.raises(ValueError, match="field 'answer' must be a string"):
+        Problem.from_json({"id": "x", "problem": "p", "answer": 3})
