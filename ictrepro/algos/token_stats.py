@@ -35,7 +35,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -114,22 +114,33 @@ def _chunk_kernel(
 _compiled_kernel: Callable | None = None
 
 
-def _kernel_for(kernel: Kernel, vocab_size: int) -> Callable:
-    """The chunk kernel to use: eager, or fused by ``torch.compile`` (falls back to eager)."""
+def _compiled_or_eager(*args: Any) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The kernel fused by ``torch.compile``; on a platform where compiling fails (no C++
+    compiler, unsupported backend) it warns once and stays eager. ``torch.compile`` is
+    lazy, so failures surface at the first call, which is why this wraps the call."""
     global _compiled_kernel
+    if _compiled_kernel is None:
+        _compiled_kernel = torch.compile(_chunk_kernel, dynamic=True)
+    try:
+        return _compiled_kernel(*args)
+    except Exception as err:
+        if _compiled_kernel is _chunk_kernel:
+            raise
+        warnings.warn(
+            f"torch.compile failed ({type(err).__name__}: {err}); using the eager kernel",
+            stacklevel=2,
+        )
+        _compiled_kernel = _chunk_kernel
+        return _chunk_kernel(*args)  # a genuine input error raises again here
+
+
+def _kernel_for(kernel: Kernel, vocab_size: int) -> Callable:
+    """The chunk kernel to use: eager, or fused by ``torch.compile``."""
     if kernel not in ("auto", "eager", "compiled"):
         raise ValueError(f"kernel must be 'auto', 'eager' or 'compiled', got {kernel!r}")
     if kernel == "eager" or (kernel == "auto" and vocab_size < AUTO_COMPILE_MIN_VOCAB):
         return _chunk_kernel
-    if _compiled_kernel is None:
-        try:
-            _compiled_kernel = torch.compile(_chunk_kernel, dynamic=True)
-        except Exception as err:  # compile support varies by platform; eager is always right
-            warnings.warn(
-                f"torch.compile unavailable ({err}); using the eager kernel", stacklevel=3
-            )
-            _compiled_kernel = _chunk_kernel
-    return _compiled_kernel
+    return _compiled_or_eager
 
 
 # ------------------------------------------------------------------------- validation
