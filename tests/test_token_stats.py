@@ -258,3 +258,17 @@ def test_fused_rejects_hidden_size_mismatch():
     _, tokens, mask, gids = _ok()
     with pytest.raises(ValueError, match="hidden size mismatch"):
         token_stats_from_hidden(torch.randn(4, 4, 8), torch.randn(10, 6), tokens, mask, gids)
+
+
+def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch):
+    from ictrepro.algos import token_stats as module
+
+    def broken(*args):
+        raise RuntimeError("no C++ compiler")
+
+    monkeypatch.setattr(module, "_compiled_kernel", broken)
+    logits, tokens, mask, gids = _ok()
+    with pytest.warns(UserWarning, match="torch.compile failed.*no C\\+\\+ compiler"):
+        got = token_stats(logits, tokens, mask, gids, kernel="compiled")
+    ref = stats_reference(logits, tokens, mask, gids, 1.0)
+    torch.testing.assert_close(got.js.double(), ref["js"], rtol=1e-5, atol=2e-5)
