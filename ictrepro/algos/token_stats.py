@@ -270,6 +270,8 @@ def _chunks(
 
 
 def _run(
+    name: str,
+    batch_shape: tuple[int, int],
     get_logits: ChunkLogits,
     tokens_BT: Tensor,
     response_mask_BT: Tensor,
@@ -279,7 +281,13 @@ def _run(
     chunk_size: int | None,
     kernel: Kernel,
 ) -> TokenStats:
-    B, T = response_mask_BT.shape
+    """Validate the shared arguments (``name`` and ``batch_shape`` [B, T] of the input that
+    fixes the batch), then compute every statistic chunk by chunk."""
+    _check_common(
+        name, batch_shape, tokens_BT, response_mask_BT, group_ids_B, temperature, chunk_size
+    )
+    _check_token_range(tokens_BT, response_mask_BT, vocab_size)
+    B, T = batch_shape
     device = response_mask_BT.device
     out = torch.zeros(4, B, T, dtype=torch.float32, device=device)
     single = torch.zeros(B, T, dtype=torch.bool, device=device)  # JS is 0 by definition here
@@ -346,11 +354,9 @@ def token_stats(
     """
     _check_float("logits_BTV", logits_BTV, 3)
     B, T, V = logits_BTV.shape
-    _check_common(
-        "logits_BTV", (B, T), tokens_BT, response_mask_BT, group_ids_B, temperature, chunk_size
-    )
-    _check_token_range(tokens_BT, response_mask_BT, V)
     return _run(
+        "logits_BTV",
+        (B, T),
         lambda rows, cols: logits_BTV[rows, cols],
         tokens_BT,
         response_mask_BT,
@@ -395,11 +401,9 @@ def token_stats_from_hidden(
         )
     if hidden_BTD.dtype != lm_head_VD.dtype:
         raise TypeError(f"hidden_BTD is {hidden_BTD.dtype} but lm_head_VD is {lm_head_VD.dtype}")
-    _check_common(
-        "hidden_BTD", (B, T), tokens_BT, response_mask_BT, group_ids_B, temperature, chunk_size
-    )
-    _check_token_range(tokens_BT, response_mask_BT, V)
     return _run(
+        "hidden_BTD",
+        (B, T),
         _FusedLogits(hidden_BTD, lm_head_VD),
         tokens_BT,
         response_mask_BT,
