@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
-
-from ictrepro.algos.selection import available_selections
 
 app = typer.Typer(
     help="Reproduce ICT against GRPO, 20-Entropy and STAPO (RL from verifiable rewards).\n\n"
@@ -22,7 +21,6 @@ err_console = Console(stderr=True)
 
 #: Stages that later work fills in, with what each will do (shown in --help).
 PLANNED_STAGES = {
-    "prepare": "Build the data, tokenizer and base model of a preset into a run directory.",
     "train": "RL-train one method and seed (GRPO loop; only the token mask differs).",
     "sample": "Draw n samples per problem from a model (HF generate on CPU, vLLM on GPU).",
     "eval": "Sample, verify and score every model of a run (pass@k per benchmark).",
@@ -52,12 +50,52 @@ for _name in PLANNED_STAGES:
 
 
 @app.command()
+def prepare(
+    preset: str = typer.Option("tiny", help="Named preset (see `ictrepro/config.py`)."),
+    out: Path = typer.Option(
+        None, "--out", help="Run directory to write (default: runs/<preset>-seed<seed>)."
+    ),
+    seed: int = typer.Option(0, help="Seed of data generation, initialisation and SFT."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Redo everything, even if the outputs are current or were made by another config.",
+    ),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
+) -> None:
+    """Build the data, tokenizer and warm-started base model of a preset into a run directory."""
+    # Imported here so `ictrepro --help` and `ictrepro methods` stay fast (no transformers).
+    from ictrepro.config import prepare_preset
+    from ictrepro.runs import RunDirConflict
+    from ictrepro.stages.prepare import prepare as run_prepare
+
+    try:
+        config = prepare_preset(preset, seed=seed)
+    except KeyError as e:
+        _fail(str(e.args[0]))
+    run_dir = out or Path("runs") / f"{preset}-seed{seed}"
+    try:
+        run_prepare(
+            config, run_dir, force=force, show_progress=not quiet, console=Console(quiet=quiet)
+        )
+    except RunDirConflict as e:
+        _fail(str(e))
+
+
+def _fail(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=2)
+
+
+@app.command()
 def methods(
     as_json: bool = typer.Option(
         False, "--json", help="Print machine-readable JSON instead of a table."
     ),
 ) -> None:
     """List the registered token-selection rules with their default hyperparameters."""
+    from ictrepro.algos.selection import available_selections
+
     rules = available_selections()
     if as_json:
         payload = {

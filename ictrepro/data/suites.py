@@ -9,7 +9,7 @@ show the mapping to the paper's benchmarks:
 | ``tiny-math500`` | MATH500 | LaTeX: reduced fractions, negative integers, simplified roots |
 | ``tiny-mmlu-stem`` | MMLU-STEM | a letter A-D (one-step questions) |
 | ``tiny-gpqa`` | GPQA | a letter A-D (two-step questions, closer distractors) |
-| ``tiny-aime23`` / ``24`` / ``25`` | AIME 2023/24/25 | integers 0-999 from three different multi-step generators |
+| ``tiny-aime23`` / ``24`` / ``25`` | AIME 2023/24/25 | integers 0-999 from three different multi-step generators (power remainders, divisor counts, arithmetic sequences) |
 
 Every record carries a short worked solution ending in ``\\boxed{answer}``: the format the
 SFT warm start teaches and the verifier reads. Train and test splits come from different
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ictrepro.data.records import Problem
@@ -45,30 +45,21 @@ def _boxed(steps: list[str], answer: str) -> str:
 
 
 def gen_gsm8k(rng: random.Random) -> Generated:
+    """Two-step word problems on single-digit numbers."""
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    kind = rng.randrange(3)
-    if kind == 0:
-        a, b = rng.randint(2, 30), rng.randint(2, 30)
+    if rng.random() < 0.5:
+        a, b = rng.randint(2, 9), rng.randint(2, 9)
         c = rng.randint(1, a + b)
         ans = a + b - c
         problem = (
             f"{name} has {a} {item}s, gets {b} more and gives away {c}. How many {item}s are left?"
         )
         steps = [f"{a} + {b} = {a + b}.", f"{a + b} - {c} = {ans}."]
-    elif kind == 1:
-        a, b, c = rng.randint(2, 9), rng.randint(2, 9), rng.randint(1, 20)
+    else:
+        a, b, c = rng.randint(2, 5), rng.randint(2, 9), rng.randint(1, 9)
         ans = a * b + c
         problem = f"{name} buys {a} bags with {b} {item}s each and finds {c} more. How many {item}s in all?"
         steps = [f"{a} * {b} = {a * b}.", f"{a * b} + {c} = {ans}."]
-    else:
-        per, friends, extra = rng.randint(2, 9), rng.randint(2, 6), rng.randint(1, 9)
-        total = per * friends
-        ans = per + extra
-        problem = (
-            f"{name} shares {total} {item}s equally among {friends} friends. One friend then "
-            f"gets {extra} more. How many {item}s does that friend have?"
-        )
-        steps = [f"{total} / {friends} = {per}.", f"{per} + {extra} = {ans}."]
     return problem, _boxed(steps, str(ans)), str(ans), None
 
 
@@ -87,28 +78,26 @@ def _latex_fraction(num: int, den: int) -> str:
 
 
 def gen_math500(rng: random.Random) -> Generated:
+    """LaTeX answers: reduced fractions, negative integers, simplified roots."""
     kind = rng.randrange(3)
     if kind == 0:
-        a, b, c, d = rng.randint(1, 9), rng.randint(2, 9), rng.randint(1, 9), rng.randint(2, 9)
+        d = rng.randint(3, 12)
+        a, c = rng.randint(1, 9), rng.randint(1, 9)
         op = rng.choice("+-")
-        num = a * d + c * b if op == "+" else a * d - c * b
-        ans = _latex_fraction(num, b * d)
-        problem = f"Compute $\\frac{{{a}}}{{{b}}} {op} \\frac{{{c}}}{{{d}}}$."
-        raw = f"\\frac{{{num}}}{{{b * d}}}"
+        num = a + c if op == "+" else a - c
+        ans = _latex_fraction(num, d)
+        raw = f"\\frac{{{num}}}{{{d}}}"
+        problem = f"Compute $\\frac{{{a}}}{{{d}}} {op} \\frac{{{c}}}{{{d}}}$."
         steps = [
-            f"$\\frac{{{a * d}}}{{{b * d}}} {op} \\frac{{{c * b}}}{{{b * d}}} = {raw}"
+            f"${a} {op} {c} = {num}$, so the result is ${raw}"
             + (f" = {ans}$." if ans != raw else "$.")
         ]
     elif kind == 1:
-        x, a = rng.randint(-9, 9), rng.randint(2, 9)
-        b = rng.randint(-20, 20)
+        a, x, b = rng.randint(2, 3), rng.randint(-9, 9), rng.randint(1, 9)
         c = a * x + b
         ans = str(x)
-        problem = f"Solve for $x$: ${a}x {'+' if b >= 0 else '-'} {abs(b)} = {c}$."
-        steps = [
-            f"${a}x = {c} {'-' if b >= 0 else '+'} {abs(b)} = {c - b}$.",
-            f"$x = {c - b} / {a} = {x}$.",
-        ]
+        problem = f"Solve for $x$: ${a}x + {b} = {c}$."
+        steps = [f"${a}x = {c} - {b} = {c - b}$.", f"$x = {c - b} / {a} = {x}$."]
     else:
         k, m = rng.randint(2, 9), rng.choice((2, 3, 5, 6, 7))
         n = k * k * m
@@ -124,10 +113,10 @@ def gen_math500(rng: random.Random) -> Generated:
 def _choice_item(
     rng: random.Random, problem: str, steps: list[str], correct: int, near: int
 ) -> Generated:
-    """Four distinct numeric options, the correct one at a random letter."""
+    """Four distinct non-negative options within ``near`` of the answer, at random letters."""
     options = {correct}
     while len(options) < 4:
-        options.add(correct + rng.choice((-1, 1)) * rng.randint(1, near))
+        options.add(max(0, correct + rng.choice((-1, 1)) * rng.randint(1, near)))
     ordered = list(options)
     rng.shuffle(ordered)
     letter = LETTERS[ordered.index(correct)]
@@ -135,66 +124,83 @@ def _choice_item(
     return problem, _boxed(steps, letter), letter, tuple(str(o) for o in ordered)
 
 
+UNITS = (
+    ("meters", "centimeters", 100),
+    ("kilometers", "meters", 1000),
+    ("kilograms", "grams", 1000),
+    ("centimeters", "millimeters", 10),
+)
+
+
 def gen_mmlu_stem(rng: random.Random) -> Generated:
-    kind = rng.randrange(3)
-    if kind == 0:
-        a, b = rng.randint(2, 30), rng.randint(2, 30)
-        return _choice_item(
-            rng, f"Which of the following equals {a} * {b}?", [f"{a} * {b} = {a * b}."], a * b, 12
-        )
-    unit, small, factor = [("meters", "centimeters", 100), ("minutes", "seconds", 60)][kind - 1]
-    m = rng.randint(2, 300)
+    """One-step questions: a product, or a unit conversion; distractors up to 9 away."""
+    if rng.random() < 0.5:
+        name, item = rng.choice(NAMES), rng.choice(ITEMS)
+        a, b = rng.randint(2, 9), rng.randint(2, 9)
+        stem = f"{name} has {a} boxes of {b} {item}s. How many {item}s does {name} have?"
+        return _choice_item(rng, stem, [f"{a} * {b} = {a * b}."], a * b, 9)
+    unit, small, factor = rng.choice(UNITS)
+    m = rng.randint(2, 99)
     steps = [f"{m} * {factor} = {m * factor}."]
-    return _choice_item(rng, f"How many {small} are in {m} {unit}?", steps, m * factor, 50)
+    return _choice_item(rng, f"How many {small} are in {m} {unit}?", steps, m * factor, 9)
 
 
 def gen_gpqa(rng: random.Random) -> Generated:
-    a, b, c = rng.randint(2, 12), rng.randint(2, 12), rng.randint(2, 9)
+    """Two-step questions whose distractors are within 3 of the answer."""
+    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    a, b, c = rng.randint(1, 6), rng.randint(1, 6), rng.randint(2, 5)
     value = (a + b) * c
     steps = [f"{a} + {b} = {a + b}.", f"{a + b} * {c} = {value}."]
-    return _choice_item(rng, f"Which of the following equals ({a} + {b}) * {c}?", steps, value, 3)
+    stem = (
+        f"{name} packs {c} boxes, each with {a} red and {b} blue {item}s. "
+        f"How many {item}s are packed?"
+    )
+    return _choice_item(rng, stem, steps, value, 3)
 
 
 # ------------------------------------------------------------------------- AIME-like
 
 
 def gen_aime23(rng: random.Random) -> Generated:
-    """Remainder of a power: repeated multiplication modulo m."""
-    base, exp, mod = rng.randint(2, 9), rng.randint(3, 6), rng.randint(7, 40)
-    value, steps = 1, []
-    for i in range(1, exp + 1):
-        value = value * base % mod
-        steps.append(f"{base}^{i} = {value} mod {mod}.")
-    problem = f"Find the remainder when ${base}^{{{exp}}}$ is divided by ${mod}$."
-    return problem, _boxed(steps, str(value)), str(value), None
+    """Remainder of a * b + c modulo m: three dependent steps."""
+    a, b, c, m = rng.randint(2, 9), rng.randint(2, 9), rng.randint(1, 20), rng.randint(3, 9)
+    value = a * b + c
+    ans = value % m
+    problem = f"Find the remainder when ${a} \\cdot {b} + {c}$ is divided by ${m}$."
+    steps = [
+        f"{a} * {b} = {a * b}.",
+        f"{a * b} + {c} = {value}.",
+        f"{value} = {value // m} * {m} + {ans}.",
+    ]
+    return problem, _boxed(steps, str(ans)), str(ans), None
 
 
 def gen_aime24(rng: random.Random) -> Generated:
-    """Count the divisors of a product of two or three prime powers."""
-    primes = sorted(rng.sample((2, 3, 5, 7, 11), rng.choice((2, 3))))
+    """Count the divisors of a number given as a product of prime powers."""
+    primes = sorted(rng.sample((2, 3, 5, 7, 11, 13), rng.choice((2, 3))))
     powers = [rng.randint(1, 4) for _ in primes]
-    n = math.prod(p**a for p, a in zip(primes, powers, strict=True))
     ans = math.prod(a + 1 for a in powers)
-    factored = " \\cdot ".join(f"{p}^{a}" for p, a in zip(primes, powers, strict=True))
-    counted = "".join(f"({a} + 1)" for a in powers)
-    problem = f"How many positive divisors does ${n}$ have?"
-    steps = [f"${n} = {factored}$.", f"${counted} = {ans}$."]
+    factored = " \\cdot ".join(f"{p}^{{{a}}}" for p, a in zip(primes, powers, strict=True))
+    problem = f"How many positive divisors does $N = {factored}$ have?"
+    steps, acc = [], 1
+    for a in powers:
+        steps.append(f"{acc} * ({a} + 1) = {acc * (a + 1)}.")
+        acc *= a + 1
     return problem, _boxed(steps, str(ans)), str(ans), None
 
 
 def gen_aime25(rng: random.Random) -> Generated:
-    """Sum of the multiples of d up to n, modulo 1000."""
-    d, count = rng.randint(2, 9), rng.randint(3, 30)
-    n = d * count + rng.randint(0, d - 1)
-    total = d * count * (count + 1) // 2
-    ans = total % 1000
+    """Term of an arithmetic sequence: a + (n - 1) d."""
+    a, d, n = rng.randint(1, 20), rng.randint(2, 9), rng.randint(2, 10)
+    ans = a + (n - 1) * d
     problem = (
-        f"Let $S$ be the sum of all multiples of ${d}$ from $1$ to ${n}$. Find $S$ mod $1000$."
+        f"A sequence starts at ${a}$ and each term is ${d}$ more than the one before. "
+        f"Find term number ${n}$."
     )
     steps = [
-        f"There are {count} multiples.",
-        f"$S = {d} \\cdot {count} \\cdot {count + 1} / 2 = {total}$.",
-        f"${total}$ mod $1000 = {ans}$.",
+        f"{n} - 1 = {n - 1}.",
+        f"{n - 1} * {d} = {(n - 1) * d}.",
+        f"{a} + {(n - 1) * d} = {ans}.",
     ]
     return problem, _boxed(steps, str(ans)), str(ans), None
 
@@ -266,11 +272,20 @@ def _draw(suite: Suite, split: str, seed: int, count: int, exclude: set[str]) ->
     return records
 
 
-def generate_suite(name: str, *, seed: int, n_train: int, n_test: int) -> dict[str, list[Problem]]:
-    """Both splits of suite ``name``: ``{"train": [...], "test": [...]}``, disjoint by text."""
+def generate_suite(
+    name: str, *, seed: int, n_train: int, n_test: int, exclude: Iterable[str] = ()
+) -> dict[str, list[Problem]]:
+    """Both splits of suite ``name``: ``{"train": [...], "test": [...]}``, disjoint by text.
+
+    ``exclude``: problem texts neither split may contain (e.g. other suites' test problems,
+    so a training mixture never holds an evaluation problem).
+    """
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {seed!r}")
+        raise TypeError(f"seed must be an integer, got {seed!r}")
+    if n_train < 0 or n_test < 0:
+        raise ValueError(f"n_train and n_test must be >= 0, got {n_train} and {n_test}")
     suite = get_suite(name)
-    test = _draw(suite, "test", seed, n_test, exclude=set())
-    train = _draw(suite, "train", seed, n_train, exclude={p.problem for p in test})
+    excluded = set(exclude)
+    test = _draw(suite, "test", seed, n_test, exclude=excluded)
+    train = _draw(suite, "train", seed, n_train, exclude=excluded | {p.problem for p in test})
     return {"train": train, "test": test}

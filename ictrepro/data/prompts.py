@@ -1,0 +1,66 @@
+"""Prompt templates shared by the tiny and the paper scale.
+
+A problem becomes a user message: the question, the lettered options for multiple choice,
+and an instruction saying where the final answer goes (``\\boxed{}``, which the verifier
+reads). The message is wrapped with the tokenizer's chat template when it has one (Qwen2.5
+instruct models and the project's own tiny tokenizer), or in a plain ``Question/Answer``
+frame for base models without one.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from transformers import PreTrainedTokenizerBase
+
+from ictrepro.data.records import Problem
+
+MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+CHOICE_INSTRUCTION = (
+    "Please reason step by step, and put the letter of the correct option within \\boxed{}."
+)
+LETTERS = "ABCD"
+
+PromptStyle = Literal["auto", "chat", "base"]
+
+
+def answer_kind(problem: Problem) -> str:
+    """``"choice"`` for multiple choice (graded by letter), else ``"math"`` (math-verify)."""
+    return "choice" if problem.choices is not None else "math"
+
+
+def user_message(problem: Problem) -> str:
+    """The question, the options (``A. ...``) if any, and the answer-format instruction."""
+    if problem.choices is None:
+        return f"{problem.problem}\n{MATH_INSTRUCTION}"
+    if len(problem.choices) > len(LETTERS):
+        raise ValueError(f"problem {problem.id!r}: at most {len(LETTERS)} choices are supported")
+    options = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(problem.choices))
+    return f"{problem.problem}\n{options}\n{CHOICE_INSTRUCTION}"
+
+
+def render_prompt(
+    problem: Problem, tokenizer: PreTrainedTokenizerBase, *, style: PromptStyle = "auto"
+) -> str:
+    """The text a model is asked to continue for ``problem``.
+
+    ``style="auto"`` uses the chat template when the tokenizer has one, else the base frame.
+    """
+    if style not in ("auto", "chat", "base"):
+        raise ValueError(f"unknown prompt style {style!r}; valid: auto, chat, base")
+    message = user_message(problem)
+    use_chat = style == "chat" or (style == "auto" and getattr(tokenizer, "chat_template", None))
+    if use_chat:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("prompt style 'chat' needs a tokenizer with a chat template")
+        return tokenizer.apply_chat_template(
+            [{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True
+        )
+    return f"Question: {message}\nAnswer: "
+
+
+def response_suffix(tokenizer: PreTrainedTokenizerBase) -> str:
+    """What ends a model's response in training text: the EOS token (``<|im_end|>``)."""
+    if tokenizer.eos_token is None:
+        raise ValueError("the tokenizer has no EOS token; set one so responses can end")
+    return tokenizer.eos_token

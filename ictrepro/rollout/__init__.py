@@ -1,0 +1,1 @@
+"""Samplers behind one interface: Hugging Face ``generate`` (CPU/GPU) and vLLM (GPU)."""

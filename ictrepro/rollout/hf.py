@@ -1,0 +1,99 @@
+"""Sampling with Hugging Face ``generate``: batched, KV-cached, left-padded.
+
+Used on CPU (the tiny scale) and as the fallback on GPUs. Randomness comes from a private
+generator state seeded per call, so the same (model, prompts, params, seed) gives the same
+samples on a fixed platform without touching the caller's RNG stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled response: its text (special tokens removed), its token ids (up to and
+    including EOS if it stopped) and whether it stopped by itself (EOS) or hit the limit."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    finished: bool
+
+
+@torch.no_grad()
+def hf_generate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    params: SamplingParams,
+    *,
+    batch_size: int = 64,
+) -> list[list[Completion]]:
+    """``params.n`` completions for each prompt: ``result[i][j]`` is sample j of prompt i.
+
+    ``batch_size`` counts sequences (prompts x n) per ``generate`` call.
+    """
+    eos_id = tokenizer.eos_token_id
+    if eos_id is None or tokenizer.pad_token_id is None:
+        raise ValueError("the tokenizer needs both an EOS and a pad token for batched sampling")
+    prompts_per_call = max(1, batch_size // params.n)
+    greedy = params.temperature == 0
+    was_training = model.training
+    model.eval()
+    results: list[list[Completion]] = []
+    with torch.random.fork_rng(devices=[]):
+        for start in range(0, len(prompts), prompts_per_call):
+            chunk = prompts[start : start + prompts_per_call]
+            # Seed per chunk so a chunk's samples do not depend on earlier chunks' lengths.
+            torch.manual_seed(params.seed * 1_000_003 + start)
+            enc = tokenizer(
+                chunk,
+                return_tensors="pt",
+                padding=True,
+                padding_side="left",
+                add_special_tokens=False,
+            ).to(model.device)
+            out = model.generate(
+                **enc,
+                do_sample=not greedy,
+                temperature=params.temperature if not greedy else None,
+                top_p=params.top_p if not greedy else None,
+                top_k=0 if not greedy else None,
+                max_new_tokens=params.max_new_tokens,
+                num_return_sequences=params.n,
+                eos_token_id=eos_id,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+            new_tokens = out[:, enc["input_ids"].shape[1] :].tolist()
+            for i in range(len(chunk)):
+                group = []
+                for ids in new_tokens[i * params.n : (i + 1) * params.n]:
+                    finished = eos_id in ids
+                    ids = ids[: ids.index(eos_id) + 1] if finished else ids
+                    text = tokenizer.decode(ids, skip_special_tokens=True)
+                    group.append(Completion(text, tuple(ids), finished))
+                results.append(group)
+    model.train(was_training)
+    return results

@@ -1,0 +1,1 @@
+"""The stages the CLI runs, each reading and writing a run directory (see ``runs.py``)."""

@@ -1,0 +1,223 @@
+"""``ictrepro prepare``: build the CPU-scale world of a preset into a run directory.
+
+Writes, in this order, each atomically::
+
+    RUN/prepare.json            status "running" first; "done" + output hashes last
+    RUN/data/test/<suite>.jsonl evaluation problems of each of the seven tiny suites
+    RUN/data/sft.jsonl          worked solutions for the warm start (train splits)
+    RUN/data/rl_train.jsonl     RL prompts (GSM8K + MATH-like mixture), no test problem
+    RUN/base_model/             tokenizer + warm-started Qwen2ForCausalLM (HF format)
+    RUN/sft_log.jsonl           loss per SFT step
+    RUN/calibration.json        base-model pass@1 / pass@k per suite
+
+Every training problem is checked to be absent from every test split (by problem text).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from ictrepro.config import PrepareConfig
+from ictrepro.data.prompts import render_prompt, user_message
+from ictrepro.data.records import Problem
+from ictrepro.data.suites import generate_suite
+from ictrepro.evaluate.score import SuiteScore, grade_responses, score_verdicts
+from ictrepro.io import atomic_directory, atomic_write_json, atomic_write_jsonl, hash_outputs
+from ictrepro.models.build import build_model, count_parameters
+from ictrepro.models.tokenizer import train_tokenizer
+from ictrepro.progress import progress_bar
+from ictrepro.rollout.hf import SamplingParams, hf_generate
+from ictrepro.runs import StageRecord, load_record, stage_state, write_record
+from ictrepro.train.sft import run_sft
+from ictrepro.verify import Verifier
+
+STAGE = "prepare"
+BASE_MODEL = "base_model"
+OUTPUTS = ("data", BASE_MODEL, "sft_log.jsonl", "calibration.json")
+
+
+@dataclass(frozen=True)
+class PrepareResult:
+    run_dir: Path
+    skipped: bool
+    record: dict[str, Any]
+
+
+def test_path(run_dir: Path, suite: str) -> Path:
+    return run_dir / "data" / "test" / f"{suite}.jsonl"
+
+
+def build_data(config: PrepareConfig) -> dict[str, list[Problem]]:
+    """``{"test/<suite>": [...], "sft": [...], "rl_train": [...]}``, train disjoint from tests."""
+    spec = config.data
+    tests = {
+        s: generate_suite(s, seed=config.seed, n_train=0, n_test=spec.n_test)["test"]
+        for s in spec.eval_suites
+    }
+    test_texts = {p.problem for problems in tests.values() for p in problems}
+    sft = [
+        p
+        for s in spec.eval_suites
+        for p in generate_suite(
+            s, seed=config.seed, n_train=spec.n_sft, n_test=0, exclude=test_texts
+        )["train"]
+    ]
+    rl = generate_suite(
+        spec.rl_suite, seed=config.seed, n_train=spec.n_rl_train, n_test=0, exclude=test_texts
+    )["train"]
+    leaked = {p.problem for p in sft + rl} & test_texts
+    if leaked:  # generate_suite excludes them; this guards the guarantee itself
+        raise AssertionError(f"{len(leaked)} test problems leaked into training data")
+    return {**{f"test/{s}": v for s, v in tests.items()}, "sft": sft, "rl_train": rl}
+
+
+def tokenizer_corpus(problems: list[Problem]) -> list[str]:
+    """Texts the tokenizer learns from: role names, user messages and solutions, as the
+    chat template lays them out (special tokens are added by the tokenizer itself)."""
+    return [f"user\n{user_message(p)}\nassistant\n{p.solution}" for p in problems]
+
+
+def calibrate(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    tests: dict[str, list[Problem]],
+    config: PrepareConfig,
+    *,
+    show_progress: bool,
+) -> dict[str, SuiteScore]:
+    """Base-model pass@1 and pass@n on the first problems of each test suite."""
+    spec = config.calibration
+    params = SamplingParams(
+        n=spec.n_samples,
+        temperature=spec.temperature,
+        top_p=spec.top_p,
+        max_new_tokens=spec.max_new_tokens,
+        seed=config.seed,
+    )
+    ks = sorted({1, spec.n_samples})
+    scores = {}
+    # Grading in-process: a few thousand short responses take seconds, less than starting
+    # worker processes; the verifier's signal-based time limit still applies (main thread).
+    with (
+        Verifier(workers=0) as verifier,
+        progress_bar("calibration", total=len(tests), enabled=show_progress) as advance,
+    ):
+        for suite, problems in tests.items():
+            problems = problems[: spec.n_problems]
+            prompts = [render_prompt(p, tokenizer) for p in problems]
+            completions = hf_generate(model, tokenizer, prompts, params, batch_size=256)
+            texts = [[c.text for c in group] for group in completions]
+            scores[suite] = score_verdicts(grade_responses(problems, texts, verifier), ks)
+            advance()
+    return scores
+
+
+def calibration_table(scores: dict[str, SuiteScore], title: str) -> Table:
+    ks = sorted(next(iter(scores.values())).pass_at)
+    table = Table(title=title)
+    table.add_column("suite", style="bold")
+    table.add_column("problems", justify="right")
+    for k in ks:
+        table.add_column(f"pass@{k}", justify="right")
+    table.add_column("no answer", justify="right")
+    for suite, score in scores.items():
+        cells = [f"{100 * score.pass_at[k]:.1f}%" for k in ks]
+        total = sum(score.verdicts.values())
+        no_answer = f"{100 * score.verdicts['no_answer'] / total:.0f}%"
+        table.add_row(suite, str(score.n_problems), *cells, no_answer)
+    return table
+
+
+def prepare(
+    config: PrepareConfig,
+    run_dir: Path,
+    *,
+    force: bool = False,
+    show_progress: bool = True,
+    console: Console | None = None,
+) -> PrepareResult:
+    """Build (or confirm up to date) the run directory of ``config``; see module docstring."""
+    console = console or Console(quiet=not show_progress)
+    run_dir = Path(run_dir)
+    config_sha = config.sha256()
+    state = stage_state(run_dir, STAGE, config_sha, force=force)
+    if state == "current":
+        console.print(f"[green]prepare: {run_dir} is up to date[/] (config {config_sha[:12]})")
+        return PrepareResult(run_dir, True, load_record(run_dir, STAGE) or {})
+
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_record(run_dir, StageRecord(STAGE, "running", config.to_json(), config_sha, {}, {}))
+
+    t = time.perf_counter()
+    data = build_data(config)
+    # One directory swap for all data files, so no stale file of an earlier config survives.
+    with atomic_directory(run_dir / "data") as tmp:
+        for name, problems in data.items():
+            atomic_write_jsonl(tmp / f"{name}.jsonl", (p.to_json() for p in problems))
+    timings["data_s"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    train_problems = data["sft"] + data["rl_train"]
+    tokenizer = train_tokenizer(
+        tokenizer_corpus(train_problems), vocab_size=config.model.vocab_size
+    )
+    model = build_model(config.model, tokenizer, seed=config.seed)
+    timings["tokenizer_s"] = time.perf_counter() - t
+    console.print(
+        f"prepare: {len(data['sft'])} SFT solutions, {len(data['rl_train'])} RL prompts, "
+        f"vocabulary {len(tokenizer)}, model {count_parameters(model) / 1e6:.2f}M parameters"
+    )
+
+    t = time.perf_counter()
+    sft_log = run_sft(
+        model, tokenizer, data["sft"], config.sft, seed=config.seed, show_progress=show_progress
+    )
+    timings["sft_s"] = time.perf_counter() - t
+    model = model.to(torch.float32)
+    with atomic_directory(run_dir / BASE_MODEL) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    atomic_write_jsonl(run_dir / "sft_log.jsonl", sft_log)
+
+    t = time.perf_counter()
+    tests = {name.removeprefix("test/"): v for name, v in data.items() if name.startswith("test/")}
+    scores = calibrate(model, tokenizer, tests, config, show_progress=show_progress)
+    timings["calibration_s"] = time.perf_counter() - t
+    calibration = {
+        "note": "plain sampling from the base model + the project's verifier",
+        "sampling": config.calibration.__dict__,
+        "suites": {
+            s: {
+                "n_problems": v.n_problems,
+                "n_samples": v.n_samples,
+                "pass_at": {str(k): p for k, p in v.pass_at.items()},
+                "verdicts": v.verdicts,
+            }
+            for s, v in scores.items()
+        },
+    }
+    atomic_write_json(run_dir / "calibration.json", calibration)
+    timings["total_s"] = time.perf_counter() - start
+
+    info = {
+        "timings": timings,
+        "parameters": count_parameters(model),
+        "vocab_size": len(tokenizer),
+        "final_sft_loss": sft_log[-1]["loss"],
+        "torch_threads": torch.get_num_threads(),
+    }
+    outputs = hash_outputs(run_dir, OUTPUTS)
+    record = StageRecord(STAGE, "done", config.to_json(), config_sha, outputs, info)
+    write_record(run_dir, record)
+    console.print(calibration_table(scores, f"Base model ({config.preset}, seed {config.seed})"))
+    console.print(f"prepare: done in {timings['total_s']:.0f} s -> {run_dir}")
+    return PrepareResult(run_dir, False, record.to_json())

@@ -1,0 +1,242 @@
+"""Grade one response against its gold answer, in the current process.
+
+``grade`` returns a :class:`Verdict`. For ``kind="math"`` the answer is found with
+:func:`~ictrepro.verify.extract.extract_answer`, and gold and prediction are compared by
+value with math-verify (``\\frac{2}{4}`` equals ``\\frac{1}{2}``, ``2\\sqrt{3}`` equals
+``\\sqrt{12}``). For ``kind="choice"`` the extracted letter must equal the gold letter.
+
+What math-verify already handles, and is relied on: ``\\dfrac``/``\\tfrac``, thousands
+separators ``1,000`` and ``1{,}000``, percent (``50\\%`` equals ``50`` and ``0.5``, both
+ways), unit text after a number (``5 \\text{ cm}``, ``5\\,\\text{cm}``, ``5 \\mbox{cm}``), ``\\$``,
+``x = 5`` against ``5``, and a trailing period inside ``$...$``. The light normalisation
+added here (:func:`to_latex`, applied to gold and prediction alike):
+
+- a trailing period is removed (math-verify reads ``\\boxed{5.}`` and ``\\frac{1}{2}.`` as
+  unparsable strings);
+- ``\\text{...}`` whose content starts with a number is unwrapped, so ``\\text{5 cm}`` reads
+  as ``5 cm`` (math-verify would make it one symbol ``5cm``);
+- a thin space between digit groups is dropped, so ``1\\,000`` is 1000 (not ``1*0``);
+- text without math delimiters is wrapped in ``$...$``, so plain strings such as ``42``,
+  ``-3``, ``\\frac{3}{4}`` and ``2\\sqrt{3}`` parse as LaTeX.
+
+Time limit: the whole of one math grading (parsing gold and prediction, and comparing)
+runs under one ``SIGALRM`` timer of ``timeout_s`` seconds (``setitimer``, so fractions of a
+second work); math-verify's own per-call alarms are switched off so that they cannot
+cancel it. Like math-verify, this needs the main thread of the process; use
+:class:`~ictrepro.verify.pool.Verifier` with workers from anywhere else. A computation stuck
+inside one long C call cannot be interrupted by a signal: only the worker pool's outer
+deadline bounds that.
+
+Enormous responses: a response longer than ``MAX_EXAMINED_CHARS`` (20,000) characters is
+graded on its last ``TAIL_CHARS`` (4,000) characters only, where a final answer is, so
+that brace matching and regular expressions cannot stall on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+from functools import lru_cache
+from typing import Any
+
+from math_verify import parse, verify
+
+from ictrepro.verify.extract import CHOICE_LETTERS, check_kind, extract_answer
+
+logger = logging.getLogger(__name__)
+
+MAX_EXAMINED_CHARS = 20_000
+TAIL_CHARS = 4_000
+
+
+class Verdict(str, Enum):
+    """Outcome of grading one response."""
+
+    CORRECT = "correct"
+    WRONG = "wrong"
+    NO_ANSWER = "no_answer"
+    """The response holds no extractable answer; counts as wrong for reward and pass@k."""
+    UNGRADABLE = "ungradable"
+    """The GOLD answer could not be parsed: a data problem, reported apart, never "wrong"."""
+    TIMEOUT = "timeout"
+    """Grading exceeded its time limit (or its worker died); counts as not correct."""
+
+    @property
+    def is_correct(self) -> bool:
+        """True only for ``CORRECT``: every other verdict earns no reward."""
+        return self is Verdict.CORRECT
+
+
+# --------------------------------------------------------------------------- time limit
+
+
+class _GradingTimeout(BaseException):
+    """Raised by the alarm handler. A ``BaseException`` so that the many ``except
+    Exception`` blocks inside math-verify and sympy cannot swallow it and keep computing."""
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError(
+            "grade() with kind='math' must run in the main thread: its time limit uses "
+            "SIGALRM, as math-verify does. From other threads use "
+            "Verifier(workers=1 or more), which grades in worker processes."
+        )
+    armed = True
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        if armed:  # an alarm delivered after the body finished must not raise
+            raise _GradingTimeout
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        # Nested so that the handler is restored even if the alarm fires in between.
+        try:
+            armed = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        finally:
+            signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+
+
+class _DropDisabledTimeoutNotice(logging.Filter):
+    """math-verify warns once per process that its timeout is off; here it is off on
+    purpose (``_time_limit`` replaces it), so the notice would only mislead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Timeout is disabled")
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_DropDisabledTimeoutNotice())
+
+
+# ------------------------------------------------------------------------ normalisation
+
+_TRAILING_PERIODS = re.compile(r"[\s.]+$")
+_TEXT_NUMBER = re.compile(r"\\(?:text|textrm|mbox)\s*\{\s*(-?\d[^{}]*)\}")
+_THIN_SPACE_THOUSANDS = re.compile(r"(?<=\d)\\,(?=\d{3}(?!\d))")
+_MATH_DELIMITER = re.compile(r"(?<!\\)\$|\\\(|\\\[")
+
+
+def to_latex(answer: str) -> str:
+    """The light normalisation applied before ``math_verify.parse`` (module docstring)."""
+    text = _TRAILING_PERIODS.sub("", answer.strip())
+    text = _TEXT_NUMBER.sub(r"\1", text)
+    text = _THIN_SPACE_THOUSANDS.sub("", text)
+    if not _MATH_DELIMITER.search(text):
+        text = f"${text}$"
+    return text
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+@lru_cache(maxsize=4096)
+def _parse_gold(gold: str) -> tuple[Any, ...] | None:
+    """Parsed gold, or ``None`` if math-verify finds no expression in it. Cached: every
+    response to a problem is graded against the same gold."""
+    try:
+        parsed = parse(to_latex(gold), parsing_timeout=None, raise_on_error=True)
+    except Exception as exc:
+        logger.debug("gold %r is ungradable: math-verify raised %s", gold, _describe(exc))
+        return None
+    # A bare string is math-verify's fallback for text it could not parse as math.
+    if not any(not isinstance(item, str) for item in parsed):
+        logger.debug("gold %r is ungradable: math-verify parsed it to %r", gold, parsed)
+        return None
+    return tuple(parsed)
+
+
+# ------------------------------------------------------------------------------ grading
+
+
+def examined_text(response: str) -> str:
+    """The part of ``response`` that is graded: all of it, or the tail of an enormous one."""
+    return response[-TAIL_CHARS:] if len(response) > MAX_EXAMINED_CHARS else response
+
+
+def _grade_math(text: str, gold: str) -> Verdict:
+    gold_parsed = _parse_gold(gold)
+    if gold_parsed is None:
+        return Verdict.UNGRADABLE
+    answer = extract_answer(text, kind="math")
+    if answer is None:
+        return Verdict.NO_ANSWER
+    try:
+        predicted = parse(to_latex(answer), parsing_timeout=None, raise_on_error=True)
+    except Exception as exc:
+        logger.debug("answer %r graded wrong: math-verify raised %s", answer, _describe(exc))
+        return Verdict.WRONG
+    if not any(not isinstance(item, str) for item in predicted):
+        # Only math-verify's string fallback (or nothing): it can still equal the gold's
+        # string form below, but as math it is unreadable, which the log should show.
+        logger.debug("answer %r: math-verify could not parse it as math", answer)
+    # Pair by pair (as math-verify's own list form does) so that one pair raising does not
+    # hide a later pair that matches.
+    for gold_item in gold_parsed:
+        for predicted_item in predicted:
+            try:
+                if verify(gold_item, predicted_item, timeout_seconds=None, raise_on_error=True):
+                    return Verdict.CORRECT
+            except Exception as exc:
+                logger.debug(
+                    "comparing answer %r with gold %r: math-verify raised %s (pair not equal)",
+                    answer,
+                    gold,
+                    _describe(exc),
+                )
+    return Verdict.WRONG
+
+
+def _grade_choice(text: str, gold: str) -> Verdict:
+    letter = gold.strip()
+    if len(letter) != 1 or letter not in CHOICE_LETTERS:
+        logger.debug("choice gold %r is ungradable: it must be one letter of A-D", gold)
+        return Verdict.UNGRADABLE
+    answer = extract_answer(text, kind="choice")
+    if answer is None:
+        return Verdict.NO_ANSWER
+    return Verdict.CORRECT if answer == letter else Verdict.WRONG
+
+
+def grade(response: str, gold: str, *, kind: str, timeout_s: float = 5.0) -> Verdict:
+    """Grade ``response`` against ``gold`` in the current process.
+
+    Args:
+        response: the model's full response.
+        gold: the gold answer: a number or LaTeX for ``math``, one letter A-D for ``choice``.
+        kind: ``"math"`` or ``"choice"``.
+        timeout_s: time limit of one math grading, in seconds (fractions allowed).
+
+    Returns ``UNGRADABLE`` when the gold cannot be parsed (checked first, whatever the
+    response), ``NO_ANSWER`` when the response has no answer, ``TIMEOUT`` when the time
+    limit ran out, else ``CORRECT`` or ``WRONG``. ``kind="math"`` must run in the main thread.
+    """
+    check_kind(kind)
+    for name, value in (("response", response), ("gold", gold)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, got {type(value).__name__}: {value!r:.80}")
+    if isinstance(timeout_s, bool) or not (
+        isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0
+    ):
+        raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s!r}")
+    text = examined_text(response)
+    if kind == "choice":
+        return _grade_choice(text, gold)  # regular expressions on bounded text: no timer
+    try:
+        with _time_limit(timeout_s):
+            return _grade_math(text, gold)
+    except _GradingTimeout:
+        logger.debug("grading against gold %r ran past %.3g s", gold, timeout_s)
+        return Verdict.TIMEOUT

@@ -1,0 +1,186 @@
+"""`ictrepro prepare` on the shrunken `tiny-smoke` preset: outputs, reload, idempotence, refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from typer.testing import CliRunner
+
+from ictrepro.cli import app
+from ictrepro.config import prepare_preset
+from ictrepro.data.prompts import render_prompt
+from ictrepro.data.records import Problem
+from ictrepro.io import hash_outputs, read_jsonl
+from ictrepro.runs import RunDirConflict, load_record
+from ictrepro.stages import prepare as prepare_module
+from ictrepro.stages.prepare import OUTPUTS, build_data, prepare
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run") / "smoke"
+    result = prepare(prepare_preset("tiny-smoke", seed=1), run_dir, show_progress=False)
+    return run_dir, result
+
+
+def test_writes_every_output_with_its_hash(smoke_run):
+    run_dir, result = smoke_run
+    assert not result.skipped
+    record = load_record(run_dir, "prepare")
+    assert record["status"] == "done"
+    assert record["config"]["preset"] == "tiny-smoke" and record["config"]["seed"] == 1
+    assert record["outputs"] == hash_outputs(run_dir, OUTPUTS)
+    for rel in (
+        "data/sft.jsonl",
+        "data/rl_train.jsonl",
+        "data/test/tiny-aime25.jsonl",
+        "base_model/config.json",
+        "base_model/tokenizer.json",
+        "calibration.json",
+    ):
+        assert rel in record["outputs"], rel
+    config = prepare_preset("tiny-smoke", seed=1)
+    for suite in config.data.eval_suites:
+        problems = read_jsonl(run_dir / "data" / "test" / f"{suite}.jsonl")
+        assert len(problems) == config.data.n_test
+        Problem.from_json(problems[0])
+    calibration = json.loads((run_dir / "calibration.json").read_text())
+    assert set(calibration["suites"]) == set(config.data.eval_suites)
+    for score in calibration["suites"].values():
+        assert 0 <= score["pass_at"]["1"] <= score["pass_at"]["2"] <= 1
+        assert sum(score["verdicts"].values()) == score["n_problems"] * score["n_samples"]
+
+
+def test_training_data_never_holds_a_test_problem(smoke_run):
+    run_dir, _ = smoke_run
+    tests = {
+        r["problem"] for f in (run_dir / "data" / "test").glob("*.jsonl") for r in read_jsonl(f)
+    }
+    for name in ("sft", "rl_train"):
+        assert not tests & {r["problem"] for r in read_jsonl(run_dir / "data" / f"{name}.jsonl")}
+
+
+def test_disjointness_holds_at_the_full_preset_size():
+    data = build_data(prepare_preset("tiny"))
+    tests = {p.problem for k, v in data.items() if k.startswith("test/") for p in v}
+    assert len(tests) == sum(len(v) for k, v in data.items() if k.startswith("test/"))
+    assert not tests & {p.problem for p in data["sft"] + data["rl_train"]}
+
+
+def test_saved_model_reloads_from_the_directory_alone_and_generates(smoke_run):
+    run_dir, _ = smoke_run
+    model = AutoModelForCausalLM.from_pretrained(run_dir / "base_model")
+    tokenizer = AutoTokenizer.from_pretrained(run_dir / "base_model")
+    assert type(model).__name__ == "Qwen2ForCausalLM"
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
+    problem = Problem.from_json(read_jsonl(run_dir / "data" / "test" / "tiny-gsm8k.jsonl")[0])
+    prompt = render_prompt(problem, tokenizer)
+    assert prompt.startswith("<|im_start|>user\n") and prompt.endswith("<|im_start|>assistant\n")
+    enc = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+    out = model.generate(**enc, max_new_tokens=5, do_sample=False)
+    assert out.shape == (1, enc["input_ids"].shape[1] + 5) or tokenizer.eos_token_id in out[0]
+
+
+def test_rerun_with_same_config_does_nothing(smoke_run):
+    run_dir, _ = smoke_run
+    mtimes = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()}
+    result = prepare(prepare_preset("tiny-smoke", seed=1), run_dir, show_progress=False)
+    assert result.skipped
+    assert mtimes == {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()}
+
+
+def test_other_config_in_the_same_directory_is_refused(smoke_run):
+    run_dir, _ = smoke_run
+    with pytest.raises(RunDirConflict, match=r"different config.*--force"):
+        prepare(prepare_preset("tiny-smoke", seed=2), run_dir, show_progress=False)
+
+
+def test_foreign_directory_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirConflict, match="not made by `ictrepro prepare`"):
+        prepare(prepare_preset("tiny-smoke"), tmp_path, show_progress=False)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_interrupted_prepare_is_redone_and_a_changed_output_is_detected(tmp_path, monkeypatch):
+    config = prepare_preset("tiny-smoke", seed=3)
+    real_sft = prepare_module.run_sft
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prepare_module, "run_sft", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(config, tmp_path, show_progress=False)
+    assert load_record(tmp_path, "prepare")["status"] == "running"
+    assert not (tmp_path / "base_model").exists()  # nothing half-written to trust
+
+    monkeypatch.setattr(prepare_module, "run_sft", real_sft)
+    assert not prepare(config, tmp_path, show_progress=False).skipped
+    assert prepare(config, tmp_path, show_progress=False).skipped
+
+    with (tmp_path / "data" / "sft.jsonl").open("a") as f:
+        f.write("\n")
+    assert not prepare(config, tmp_path, show_progress=False).skipped  # hash changed: redo
+
+
+def test_prepare_is_deterministic(tmp_path):
+    config = prepare_preset("tiny-smoke", seed=4)
+    a = prepare(config, tmp_path / "a", show_progress=False).record
+    b = prepare(config, tmp_path / "b", show_progress=False).record
+    assert a["outputs"] == b["outputs"]
+
+
+def test_force_redoes_everything(smoke_run, tmp_path):
+    config = prepare_preset("tiny-smoke", seed=5)
+    prepare(config, tmp_path, show_progress=False)
+    other = prepare_preset("tiny-smoke", seed=6)
+    result = prepare(other, tmp_path, force=True, show_progress=False)
+    assert not result.skipped and load_record(tmp_path, "prepare")["config"]["seed"] == 6
+
+
+runner = CliRunner()
+
+
+def test_cli_prepare_and_rerun(tmp_path):
+    args = ["prepare", "--preset", "tiny-smoke", "--out", str(tmp_path / "r"), "--quiet"]
+    assert runner.invoke(app, args).exit_code == 0
+    again = runner.invoke(app, [*args[:-1]])
+    assert again.exit_code == 0 and "up to date" in " ".join(again.output.split())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--preset", "nope"], "unknown preset 'nope'; valid: tiny, tiny-smoke"),
+        (["--seed", "1.5"], "as an integer"),
+    ],
+)
+def test_cli_bad_input(tmp_path, args, message):
+    result = runner.invoke(app, ["prepare", "--out", str(tmp_path), *args])
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.replace("│", " ").split())
+
+
+def test_model_outputs_do_not_depend_on_padding(smoke_run):
+    """Left padding in batched sampling leaves the next-token logits unchanged (RoPE is
+    relative and padding is masked), so batched and one-by-one sampling agree."""
+    run_dir, _ = smoke_run
+    model = AutoModelForCausalLM.from_pretrained(run_dir / "base_model")
+    tokenizer = AutoTokenizer.from_pretrained(run_dir / "base_model")
+    prompts = ["<|im_start|>user\n1 + 1<|im_end|>\n", "<|im_start|>user\nHow many books?"]
+    enc = tokenizer(
+        prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
+    )
+    with torch.no_grad():
+        batched = model(**enc).logits[:, -1]
+        single = torch.cat(
+            [
+                model(**tokenizer([p], return_tensors="pt", add_special_tokens=False)).logits[:, -1]
+                for p in prompts
+            ]
+        )
+    torch.testing.assert_close(batched, single, atol=1e-5, rtol=1e-5)
