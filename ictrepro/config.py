@@ -56,7 +56,7 @@ class DataSpec:
 class SFTSpec:
     """Supervised warm start that teaches the answer format on generated solutions."""
 
-    steps: int = 500
+    steps: int = 600
     batch_size: int = 32
     lr: float = 3e-3
     warmup_steps: int = 20

@@ -184,3 +184,24 @@ def test_model_outputs_do_not_depend_on_padding(smoke_run):
             ]
         )
     torch.testing.assert_close(batched, single, atol=1e-5, rtol=1e-5)
+
+
+def test_lm_eval_hf_backend_loads_and_generates(smoke_run):
+    """The saved directory is a plain HF checkpoint that lm-eval's `hf` model can serve."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    run_dir, _ = smoke_run
+    lm = HFLM(pretrained=str(run_dir / "base_model"), device="cpu", batch_size=2)
+    prompt = "<|im_start|>user\nHow many books?<|im_end|>\n<|im_start|>assistant\n"
+    gen = Instance(
+        request_type="generate_until",
+        doc={},
+        arguments=(prompt, {"until": ["<|im_end|>"], "max_gen_toks": 8, "do_sample": False}),
+        idx=0,
+    )
+    [text] = lm.generate_until([gen])
+    assert isinstance(text, str)
+    loglik = Instance(request_type="loglikelihood", doc={}, arguments=(prompt, "1"), idx=0)
+    [(logprob, _)] = lm.loglikelihood([loglik])
+    assert logprob < 0
