@@ -15,6 +15,7 @@ Every training problem is checked to be absent from every test split (by problem
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,7 +183,6 @@ def prepare(
         model, tokenizer, data["sft"], config.sft, seed=config.seed, show_progress=show_progress
     )
     timings["sft_s"] = time.perf_counter() - t
-    model = model.to(torch.float32)
     with atomic_directory(run_dir / BASE_MODEL) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -194,7 +194,7 @@ def prepare(
     timings["calibration_s"] = time.perf_counter() - t
     calibration = {
         "note": "plain sampling from the base model + the project's verifier",
-        "sampling": config.calibration.__dict__,
+        "sampling": dataclasses.asdict(config.calibration),
         "suites": {
             s: {
                 "n_problems": v.n_problems,
