@@ -49,6 +49,9 @@ class DataSpec:
     n_test: int = 64
     #: Worked solutions per eval suite for the SFT warm start (its "pretraining").
     n_sft: int = 800
+    #: Extra SFT solutions for suites the base model finds hardest (a mixture weight,
+    #: chosen when calibrating: see docs/tiny-world.md). ``((suite, extra), ...)``.
+    sft_extra: tuple[tuple[str, int], ...] = (("tiny-gsm8k", 400), ("tiny-aime25", 400))
     n_rl_train: int = 2000
 
 
@@ -99,7 +102,7 @@ def _tiny_smoke() -> PrepareConfig:
     """Seconds-scale version of ``tiny`` for tests: same code path, tiny sizes."""
     return PrepareConfig(
         preset="tiny-smoke",
-        data=DataSpec(n_test=8, n_sft=40, n_rl_train=40),
+        data=DataSpec(n_test=8, n_sft=40, n_rl_train=40, sft_extra=()),
         model=ModelSpec(
             vocab_size=384,
             hidden_size=32,

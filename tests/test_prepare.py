@@ -205,3 +205,12 @@ def test_lm_eval_hf_backend_loads_and_generates(smoke_run):
     loglik = Instance(request_type="loglikelihood", doc={}, arguments=(prompt, "1"), idx=0)
     [(logprob, _)] = lm.loglikelihood([loglik])
     assert logprob < 0
+
+
+def test_sft_extra_must_name_an_eval_suite():
+    import dataclasses
+
+    config = prepare_preset("tiny-smoke")
+    bad = dataclasses.replace(config, data=dataclasses.replace(config.data, sft_extra=(("x", 1),)))
+    with pytest.raises(ValueError, match=r"data.sft_extra names \['x'\].*valid: tiny-gsm8k"):
+        build_data(bad)

@@ -191,7 +191,7 @@ def gen_aime24(rng: random.Random) -> Generated:
 
 def gen_aime25(rng: random.Random) -> Generated:
     """Term of an arithmetic sequence: a + (n - 1) d."""
-    a, d, n = rng.randint(1, 30), rng.randint(2, 9), rng.randint(2, 6)
+    a, d, n = rng.randint(1, 40), rng.randint(2, 9), rng.randint(2, 6)
     ans = a + (n - 1) * d
     problem = (
         f"A sequence starts at ${a}$ and each term is ${d}$ more than the one before. "

@@ -63,11 +63,18 @@ def build_data(config: PrepareConfig) -> dict[str, list[Problem]]:
         for s in spec.eval_suites
     }
     test_texts = {p.problem for problems in tests.values() for p in problems}
+    extra = dict(spec.sft_extra)
+    unknown = set(extra) - set(spec.eval_suites)
+    if unknown:
+        raise ValueError(
+            f"data.sft_extra names {sorted(unknown)}, which are not eval suites; "
+            f"valid: {', '.join(spec.eval_suites)}"
+        )
     sft = [
         p
         for s in spec.eval_suites
         for p in generate_suite(
-            s, seed=config.seed, n_train=spec.n_sft, n_test=0, exclude=test_texts
+            s, seed=config.seed, n_train=spec.n_sft + extra.get(s, 0), n_test=0, exclude=test_texts
         )["train"]
     ]
     rl = generate_suite(
