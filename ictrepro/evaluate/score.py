@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ictrepro.data.prompts import answer_kind
 from ictrepro.data.records import Problem
-from ictrepro.evaluate.passk import pass_at_k
+from ictrepro.evaluate.passk import mean_pass_at_k
 from ictrepro.verify import GradeRequest, Verdict, Verifier, count_verdicts
 
 
@@ -55,12 +55,9 @@ def score_verdicts(verdicts: Sequence[Sequence[Verdict]], ks: Sequence[int]) -> 
     if n < max(ks):
         raise ValueError(f"pass@{max(ks)} needs at least {max(ks)} samples per problem, got {n}")
     gradable = [v for v in verdicts if Verdict.UNGRADABLE not in v]
+    n_correct = [sum(x.is_correct for x in v) for v in gradable]
     pass_at = {
-        k: (
-            sum(pass_at_k(n, sum(x.is_correct for x in v), k) for v in gradable) / len(gradable)
-            if gradable
-            else float("nan")
-        )
+        k: mean_pass_at_k([n] * len(gradable), n_correct, k) if gradable else float("nan")
         for k in ks
     }
     counts = count_verdicts(x for v in verdicts for x in v)
