@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ictrepro.io import sha256_json
+from ictrepro.rollout.params import SamplingParams
 
 EVAL_SUITES = (
     "tiny-gsm8k",
@@ -69,13 +70,15 @@ class SFTSpec:
 
 @dataclass(frozen=True)
 class CalibrationSpec:
-    """Base-model pass@k printed at the end of ``prepare`` (plain sampling + answer check)."""
+    """Base-model pass@k printed at the end of ``prepare`` (plain sampling + answer check).
+
+    pass@1 and pass@``sampling.n`` are reported; the run's seed seeds the sampling.
+    """
 
     n_problems: int = 64
-    n_samples: int = 4
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 96
+    sampling: SamplingParams = field(
+        default_factory=lambda: SamplingParams(n=4, temperature=1.0, top_p=1.0, max_new_tokens=96)
+    )
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ def _tiny_smoke() -> PrepareConfig:
             num_key_value_heads=1,
         ),
         sft=SFTSpec(steps=4, batch_size=16, warmup_steps=1),
-        calibration=CalibrationSpec(n_problems=4, n_samples=2, max_new_tokens=24),
+        calibration=CalibrationSpec(n_problems=4, sampling=SamplingParams(n=2, max_new_tokens=24)),
     )
 
 

@@ -12,24 +12,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-
-@dataclass(frozen=True)
-class SamplingParams:
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+from ictrepro.rollout.params import SamplingParams
 
 
 @dataclass(frozen=True)
@@ -49,6 +32,7 @@ def hf_generate(
     prompts: list[str],
     params: SamplingParams,
     *,
+    seed: int,
     batch_size: int = 64,
 ) -> list[list[Completion]]:
     """``params.n`` completions for each prompt: ``result[i][j]`` is sample j of prompt i.
@@ -67,7 +51,7 @@ def hf_generate(
         for start in range(0, len(prompts), prompts_per_call):
             chunk = prompts[start : start + prompts_per_call]
             # Seed per chunk so a chunk's samples do not depend on earlier chunks' lengths.
-            torch.manual_seed(params.seed * 1_000_003 + start)
+            torch.manual_seed(seed * 1_000_003 + start)
             enc = tokenizer(
                 chunk,
                 return_tensors="pt",

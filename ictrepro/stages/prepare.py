@@ -34,7 +34,7 @@ from ictrepro.io import atomic_directory, atomic_write_json, atomic_write_jsonl,
 from ictrepro.models.build import build_model, count_parameters
 from ictrepro.models.tokenizer import train_tokenizer
 from ictrepro.progress import progress_bar
-from ictrepro.rollout.hf import SamplingParams, hf_generate
+from ictrepro.rollout.hf import hf_generate
 from ictrepro.runs import StageRecord, load_record, stage_state, write_record
 from ictrepro.train.sft import run_sft
 from ictrepro.verify import Verifier
@@ -102,14 +102,7 @@ def calibrate(
 ) -> dict[str, SuiteScore]:
     """Base-model pass@1 and pass@n on the first problems of each test suite."""
     spec = config.calibration
-    params = SamplingParams(
-        n=spec.n_samples,
-        temperature=spec.temperature,
-        top_p=spec.top_p,
-        max_new_tokens=spec.max_new_tokens,
-        seed=config.seed,
-    )
-    ks = sorted({1, spec.n_samples})
+    ks = sorted({1, spec.sampling.n})
     scores = {}
     # Grading in-process: a few thousand short responses take seconds, less than starting
     # worker processes; the verifier's signal-based time limit still applies (main thread).
@@ -120,7 +113,9 @@ def calibrate(
         for suite, problems in tests.items():
             problems = problems[: spec.n_problems]
             prompts = [render_prompt(p, tokenizer) for p in problems]
-            completions = hf_generate(model, tokenizer, prompts, params, batch_size=256)
+            completions = hf_generate(
+                model, tokenizer, prompts, spec.sampling, seed=config.seed, batch_size=256
+            )
             texts = [[c.text for c in group] for group in completions]
             scores[suite] = score_verdicts(grade_responses(problems, texts, verifier), ks)
             advance()
