@@ -34,10 +34,14 @@ def hf_generate(
     *,
     seed: int,
     batch_size: int = 64,
+    index_offset: int = 0,
 ) -> list[list[Completion]]:
     """``params.n`` completions for each prompt: ``result[i][j]`` is sample j of prompt i.
 
-    ``batch_size`` counts sequences (prompts x n) per ``generate`` call.
+    ``batch_size`` counts sequences (prompts x n) per ``generate`` call. Each call is
+    seeded from ``seed`` and the index of its first prompt plus ``index_offset``: a process
+    that samples the second half of a batch passes the half's offset, and draws exactly
+    what one process sampling the whole batch in calls of the same size would.
     """
     eos_id = tokenizer.eos_token_id
     if eos_id is None or tokenizer.pad_token_id is None:
@@ -51,7 +55,7 @@ def hf_generate(
         for start in range(0, len(prompts), prompts_per_call):
             chunk = prompts[start : start + prompts_per_call]
             # Seed per chunk so a chunk's samples do not depend on earlier chunks' lengths.
-            torch.manual_seed(seed * 1_000_003 + start)
+            torch.manual_seed(seed * 1_000_003 + index_offset + start)
             enc = tokenizer(
                 chunk,
                 return_tensors="pt",

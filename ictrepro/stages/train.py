@@ -1,0 +1,202 @@
+"""``ictrepro train``: one (method, seed) run of the GRPO loop inside a prepared run directory.
+
+Writes ``RUN/train/<method>-seed<seed>/``::
+
+    train.json          record: config + inputs, their hash, status, output hashes
+    metrics.jsonl       one line of metrics per step
+    checkpoints/step-N/ model, optimiser, scheduler, RNG states (accelerate) + step
+    final_model/        the trained policy in Hugging Face format (+ tokenizer)
+
+Re-running with the same config and inputs does nothing when the run is finished;
+``--resume`` continues an interrupted run from its last checkpoint; a different config or
+different inputs is refused with the fields that differ (``--force`` starts over).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ictrepro.config import TrainConfig
+from ictrepro.data.records import Problem
+from ictrepro.io import hash_outputs, read_jsonl, sha256_json
+from ictrepro.runs import RunDirConflict, StageRecord, load_record, write_record
+
+STAGE = "train"
+OUTPUTS = ("final_model", "metrics.jsonl")
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    out_dir: Path
+    skipped: bool
+    metrics: list[dict[str, Any]]
+
+
+def train_dir(run_dir: Path, method: str, seed: int) -> Path:
+    return Path(run_dir) / "train" / f"{method}-seed{seed}"
+
+
+def resolve_inputs(config: TrainConfig, run_dir: Path) -> tuple[str, Path, dict[str, Any]]:
+    """(model path or hub id, training-data file, a description of both with hashes)."""
+    run_dir = Path(run_dir)
+    model = config.model or str(run_dir / "base_model")
+    data = Path(config.train_data) if config.train_data else run_dir / "data" / "rl_train.jsonl"
+    hint = (
+        f"run `ictrepro prepare --preset {config.preset} --out {run_dir}` first"
+        if not (config.model and config.train_data)
+        else "check the paths in the config"
+    )
+    if not data.is_file():
+        raise FileNotFoundError(f"training data {data} does not exist; {hint}")
+    prepare_record = load_record(run_dir, "prepare") if not config.model else None
+    if prepare_record is not None and prepare_record.get("status") == "done":
+        # Reuse the hashes prepare recorded rather than hashing the model again.
+        model_hashes = {
+            k: v for k, v in prepare_record["outputs"].items() if k.startswith("base_model/")
+        }
+    elif Path(model).is_dir():
+        model_hashes = hash_outputs(Path(model), ["."])
+    elif not config.model:
+        raise FileNotFoundError(f"{model} does not exist; {hint}")
+    else:
+        model_hashes = {"hub_id": model}  # resolved by transformers at load time
+    inputs = {
+        "model": model if config.model else "RUN/base_model",
+        "model_sha256": sha256_json(model_hashes),
+        "train_data": str(data) if config.train_data else "RUN/data/rl_train.jsonl",
+        "train_data_sha256": sha256_json(hash_outputs(data.parent, [data.name])),
+    }
+    return model, data, inputs
+
+
+def load_problems(path: Path) -> list[Problem]:
+    return [Problem.from_json(r, where=f"{path}:{i + 1}") for i, r in enumerate(read_jsonl(path))]
+
+
+def config_diff(recorded: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
+    """``["rl.lr: 0.0002 (recorded) != 0.0001 (now)", ...]`` for every differing leaf."""
+    lines = []
+    for key in sorted(set(recorded) | set(current)):
+        a, b = recorded.get(key, "<absent>"), current.get(key, "<absent>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            lines += config_diff(a, b, f"{prefix}{key}.")
+        elif a != b:
+            lines.append(f"{prefix}{key}: {a!r} (recorded) != {b!r} (now)")
+    return lines
+
+
+def _decide(out_dir: Path, identity: dict[str, Any], sha: str, *, resume: bool, force: bool) -> str:
+    """``"fresh"``, ``"current"`` (finished, nothing to do) or ``"resume"``; raises on conflict."""
+    if force or not out_dir.exists() or not any(out_dir.iterdir()):
+        return "fresh"
+    record = load_record(out_dir, STAGE)
+    if record is None:
+        raise RunDirConflict(
+            f"{out_dir} is not empty and has no {STAGE}.json record; move it away or pass --force"
+        )
+    if record["config_sha256"] != sha:
+        recorded = {
+            "config": record.get("config", {}),
+            "inputs": record.get("info", {}).get("inputs", {}),
+        }
+        diff = config_diff(recorded, identity) or ["(the record's hash does not match its content)"]
+        raise RunDirConflict(
+            f"{out_dir} holds a run of a different config; differing fields:\n  "
+            + "\n  ".join(diff)
+            + "\nUse another --run directory or method/seed, or --force to start this run over"
+        )
+    if record["status"] == "done":
+        recorded = record["outputs"]
+        present = all((out_dir / rel).is_file() for rel in recorded)
+        if present and hash_outputs(out_dir, sorted(recorded)) == recorded:
+            return "current"
+    if not resume:
+        raise RunDirConflict(
+            f"{out_dir} holds an unfinished run of this config; pass --resume to continue it "
+            "from its last checkpoint, or --force to start over"
+        )
+    return "resume"
+
+
+def train(
+    config: TrainConfig,
+    run_dir: Path,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    show_progress: bool = True,
+    console: Console | None = None,
+    verifier: Any | None = None,
+    accelerator: Any | None = None,
+) -> TrainResult:
+    """Train ``config`` in ``run_dir`` (see the module docstring). Works under ``accelerate
+    launch``: every process calls this; only the main one writes records and logs."""
+    from accelerate import Accelerator
+
+    from ictrepro.train.grpo import GRPOTrainer, list_checkpoints
+    from ictrepro.verify import Verifier
+
+    console = console or Console(quiet=not show_progress)
+    run_dir = Path(run_dir)
+    out_dir = train_dir(run_dir, config.method, config.seed)
+    model_path, data_path, inputs = resolve_inputs(config, run_dir)
+    identity = {"config": config.to_json(), "inputs": inputs}
+    sha = sha256_json(identity)
+    acc = accelerator or Accelerator(step_scheduler_with_optimizer=False)
+    state = _decide(out_dir, identity, sha, resume=resume, force=force)
+    acc.wait_for_everyone()  # every process decided before the main one writes anything
+    if state == "current":
+        console.print(f"[green]train: {out_dir} is finished[/] (config {sha[:12]})")
+        from ictrepro.train.metrics import MetricsLog
+
+        return TrainResult(out_dir, True, MetricsLog(out_dir / "metrics.jsonl").read())
+    if acc.is_main_process:
+        if state == "fresh" and out_dir.exists():
+            shutil.rmtree(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_record(
+            out_dir, StageRecord(STAGE, "running", config.to_json(), sha, {}, {"inputs": inputs})
+        )
+    acc.wait_for_everyone()
+
+    problems = load_problems(data_path)
+    own_verifier = verifier is None
+    if own_verifier:
+        verifier = Verifier(
+            workers=config.rl.verifier_workers, timeout_s=config.rl.verifier_timeout_s
+        )
+    try:
+        trainer = GRPOTrainer(
+            config, model_path, problems, out_dir, acc, verifier, show_progress=show_progress
+        )
+        start = 0
+        checkpoints = list_checkpoints(trainer.checkpoint_dir())
+        if state == "resume" and checkpoints:
+            start = trainer.load_checkpoint(checkpoints[-1])
+            console.print(f"train: resuming {out_dir.name} after step {start}")
+        trainer.train(start)
+        trainer.save_final_model(out_dir / "final_model")
+    finally:
+        if own_verifier:
+            verifier.close()
+    metrics = trainer.log.read() if acc.is_main_process else []
+    if acc.is_main_process:
+        info = {
+            "inputs": inputs,
+            "num_processes": acc.num_processes,
+            "train_time_s": sum(m["time_step_s"] for m in metrics),
+        }
+        outputs = hash_outputs(out_dir, OUTPUTS)
+        write_record(out_dir, StageRecord(STAGE, "done", config.to_json(), sha, outputs, info))
+        last = metrics[-1] if metrics else {}
+        console.print(
+            f"train: {config.method} seed {config.seed} done -> {out_dir} "
+            f"(final reward {last.get('reward_mean', float('nan')):.3f})"
+        )
+    acc.wait_for_everyone()
+    return TrainResult(out_dir, False, metrics)

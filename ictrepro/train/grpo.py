@@ -1,0 +1,561 @@
+"""The GRPO loop of METHOD.md, in which the token mask is the only thing that differs.
+
+One training step, on every rank (process):
+
+1. **Prompts**: this rank's share of the step's prompts (whole groups stay on one rank,
+   because the group JS needs every response of a group).
+2. **Sample** ``G`` responses per prompt through the sampler interface.
+3. **Reward** each response with the verifier: 1 if correct, else 0 (a grading timeout or
+   an ungradable gold answer also gives 0, and both are counted in the metrics).
+4. **Advantages** per group (``algos.losses.group_advantages``).
+5. **Statistics** of the rollout (old) policy without gradient, in one fused pass from the
+   hidden states: log-probs, entropy, Rényi-2, group JS (``algos.token_stats``), and the
+   reference policy's log-probs for the KL term.
+6. **Mask** from the method's selection rule (``algos.selection``).
+7. **Update**: ``ppo_epochs x mini_batches`` optimiser steps of the clipped objective
+   (``algos.losses.grpo_loss``), with gradient accumulation over micro-batches, gradient
+   clipping, and a warm-up LR schedule.
+
+A step where no group has a reward difference has no learning signal: the update (KL term
+included) is skipped and logged as such. Randomness is derived from (seed, step), and the
+data order from (seed, epoch), so a run resumed from a checkpoint continues exactly as an
+uninterrupted run would (``accelerate``'s saved RNG states cover anything else).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import shutil
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from torch import Tensor
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from ictrepro.algos.losses import group_advantages, grpo_loss
+from ictrepro.algos.selection import SelectionInputs, get_selection
+from ictrepro.algos.token_stats import TokenStats, sampled_logprobs, token_stats_from_hidden
+from ictrepro.config import TrainConfig
+from ictrepro.data.prompts import answer_kind, render_prompt
+from ictrepro.data.records import Problem
+from ictrepro.io import atomic_write_json
+from ictrepro.progress import progress_bar
+from ictrepro.rollout.hf import Completion
+from ictrepro.rollout.sampler import Sampler, make_sampler
+from ictrepro.train.metrics import MetricsLog, MetricSums, selection_metrics
+from ictrepro.verify import GradeRequest, Verdict
+
+CHECKPOINT_PREFIX = "step-"
+TRAINER_STATE = "trainer_state.json"
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or the gradient became NaN/inf; the last good checkpoint is kept."""
+
+
+def derive_seed(*parts: object) -> int:
+    """A 40-bit seed from ``parts`` (e.g. ``(seed, "sample", step)``), stable across runs."""
+    digest = hashlib.sha256(repr(parts).encode()).digest()
+    return int.from_bytes(digest[:5], "little")
+
+
+class PromptSchedule:
+    """Which prompts each step uses: epochs of a seeded permutation of the training set.
+
+    Step ``s`` takes the global positions ``[s * P, (s + 1) * P)`` of the concatenated
+    epochs, so the data position is a function of the step alone (nothing to replay on
+    resume).
+    """
+
+    def __init__(self, n_problems: int, prompts_per_step: int, seed: int) -> None:
+        if n_problems < 1:
+            raise ValueError("the RL training set is empty")
+        self.n, self.per_step, self.seed = n_problems, prompts_per_step, seed
+        self._epoch, self._perm = -1, torch.empty(0, dtype=torch.long)
+
+    def _permutation(self, epoch: int) -> Tensor:
+        if epoch != self._epoch:
+            g = torch.Generator().manual_seed(derive_seed(self.seed, "data", epoch))
+            self._epoch, self._perm = epoch, torch.randperm(self.n, generator=g)
+        return self._perm
+
+    def indices(self, step: int) -> list[int]:
+        out = []
+        for position in range(step * self.per_step, (step + 1) * self.per_step):
+            epoch, offset = divmod(position, self.n)
+            out.append(int(self._permutation(epoch)[offset]))
+        return out
+
+
+@dataclass(frozen=True)
+class RolloutBatch:
+    """One rank's sampled responses as tensors; ``B = prompts x G`` rows, groups contiguous.
+
+    The sequence is ``[prompt, left-padded to P | response, right-padded to R]``, so every
+    response starts at column ``P`` and position ``t`` of a group's responses is aligned.
+
+    Attributes:
+        input_ids, attention_mask, position_ids: ``[B, P + R]`` (long).
+        response_ids: ``[B, R]`` long; ``response_mask``: ``[B, R]`` bool (EOS included).
+        group_ids: ``[B]`` long; ``rewards``: ``[B]`` float32.
+    """
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    position_ids: Tensor
+    response_ids: Tensor
+    response_mask: Tensor
+    group_ids: Tensor
+    rewards: Tensor
+
+    @property
+    def prompt_width(self) -> int:
+        return self.input_ids.shape[1] - self.response_ids.shape[1]
+
+    def rows(self, index: slice) -> RolloutBatch:
+        return RolloutBatch(*(getattr(self, f)[index] for f in self.__dataclass_fields__))
+
+
+def build_batch(
+    prompt_ids: list[list[int]],
+    completions: list[list[Completion]],
+    rewards: list[float],
+    pad_id: int,
+    device: torch.device,
+) -> RolloutBatch:
+    """Pack prompts and their completions (``completions[i]``: the group of prompt i)."""
+    rows = [(p, c) for p, group in zip(prompt_ids, completions, strict=True) for c in group]
+    P = max(len(p) for p, _ in rows)
+    R = max(1, max(len(c.token_ids) for _, c in rows))
+    B = len(rows)
+    input_ids = torch.full((B, P + R), pad_id, dtype=torch.long)
+    attention = torch.zeros((B, P + R), dtype=torch.long)
+    response_mask = torch.zeros((B, R), dtype=torch.bool)
+    for b, (prompt, completion) in enumerate(rows):
+        n = len(completion.token_ids)
+        input_ids[b, P - len(prompt) : P] = torch.tensor(prompt)
+        attention[b, P - len(prompt) : P + n] = 1
+        if n:
+            input_ids[b, P : P + n] = torch.tensor(completion.token_ids)
+        response_mask[b, :n] = True
+    # Positions count real tokens only, as generate() does for left-padded prompts.
+    position_ids = (attention.cumsum(dim=1) - 1).clamp_min(0)
+    group_sizes = [len(group) for group in completions]
+    group_ids = torch.repeat_interleave(torch.arange(len(group_sizes)), torch.tensor(group_sizes))
+    batch = RolloutBatch(
+        input_ids,
+        attention,
+        position_ids,
+        input_ids[:, P:].clone(),
+        response_mask,
+        group_ids,
+        torch.tensor(rewards, dtype=torch.float32),
+    )
+    return RolloutBatch(*(getattr(batch, f).to(device) for f in batch.__dataclass_fields__))
+
+
+@torch.no_grad()
+def rollout_statistics(
+    model: PreTrainedModel, batch: RolloutBatch, *, temperature: float, with_js: bool
+) -> TokenStats:
+    """Statistics of ``model`` at the response tokens, fused from the hidden states.
+
+    The LM head is applied chunk by chunk inside ``token_stats_from_hidden``, so the full
+    ``[B, R, V]`` logits never exist (it matters at V = 151,936).
+    """
+    head = model.get_output_embeddings()
+    if getattr(head, "bias", None) is not None:
+        raise ValueError("the fused statistics assume an LM head without bias (as in Qwen2)")
+    hidden = model.get_decoder()(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+    ).last_hidden_state
+    P, R = batch.prompt_width, batch.response_ids.shape[1]
+    # The hidden state at column c predicts the token at column c + 1.
+    hidden_BRD = hidden[:, P - 1 : P - 1 + R].to(head.weight.dtype)
+    return token_stats_from_hidden(
+        hidden_BRD,
+        head.weight,
+        batch.response_ids,
+        batch.response_mask,
+        batch.group_ids if with_js else None,
+        temperature=temperature,
+    )
+
+
+def policy_logprobs(model: torch.nn.Module, batch: RolloutBatch, *, temperature: float) -> Tensor:
+    """Differentiable log pi_theta of the response tokens, ``[B, R]`` float32.
+
+    Calls the (possibly DDP/FSDP-wrapped) model itself, so gradient synchronisation works,
+    and asks for the logits of the last ``R + 1`` columns only.
+    """
+    R = batch.response_ids.shape[1]
+    logits = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        logits_to_keep=R + 1,
+        use_cache=False,
+    ).logits[:, :R]
+    return sampled_logprobs(logits, batch.response_ids, temperature=temperature)
+
+
+def lr_lambda(warmup_steps: int, total_steps: int, schedule: str) -> Callable[[int], float]:
+    """Multiplier of the base LR after ``step`` scheduler steps: linear warm-up, then constant or cosine."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / (warmup_steps + 1)
+        if schedule == "constant":
+            return 1.0
+        progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+class GRPOTrainer:
+    """Runs the steps of one (method, seed) run in ``out_dir``.
+
+    Args:
+        config: the run's config (method, its hyperparameters, the loop's ``rl`` spec).
+        model_path: HF model directory (or hub id) of the initial policy and the reference.
+        problems: the RL training problems.
+        out_dir: where ``metrics.jsonl``, ``checkpoints/`` and ``final_model/`` go.
+        accelerator: the ``Accelerator`` of this process.
+        verifier: grades responses (``grade_many``); the caller owns and closes it.
+        show_progress: draw the rich progress display (main process only).
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        model_path: str | Path,
+        problems: list[Problem],
+        out_dir: Path,
+        accelerator: Accelerator,
+        verifier: Any,
+        *,
+        show_progress: bool = True,
+    ) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.config, self.rl = config, config.rl
+        self.rule = get_selection(config.method)
+        self.problems, self.out_dir = problems, Path(out_dir)
+        self.accelerator, self.verifier = accelerator, verifier
+        self.show_progress = show_progress and accelerator.is_main_process
+        world = accelerator.num_processes
+        if self.rl.prompts_per_step % world:
+            raise ValueError(
+                f"rl.prompts_per_step ({self.rl.prompts_per_step}) must be divisible by the "
+                f"number of processes ({world}): each process takes whole groups"
+            )
+        if (self.rl.prompts_per_step // world) % self.rl.mini_batches:
+            raise ValueError(
+                f"each process's {self.rl.prompts_per_step // world} prompts must split "
+                f"evenly into rl.mini_batches ({self.rl.mini_batches})"
+            )
+        self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(model_path)
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        policy = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+        self.reference = None
+        if self.rl.kl_coef > 0:
+            self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+            self.reference.requires_grad_(False).eval().to(accelerator.device)
+        optimizer = torch.optim.AdamW(
+            policy.parameters(), lr=self.rl.lr, weight_decay=self.rl.weight_decay
+        )
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lr_lambda(self.rl.lr_warmup_steps, self.rl.steps, self.rl.lr_schedule)
+        )
+        self.model, self.optimizer, self.scheduler = accelerator.prepare(
+            policy, optimizer, scheduler
+        )
+        self.sampler: Sampler = make_sampler(
+            self.rl.sampler,
+            accelerator.unwrap_model(self.model),
+            self.tokenizer,
+            batch_size=self.rl.sample_batch_size,
+        )
+        self.schedule = PromptSchedule(len(problems), self.rl.prompts_per_step, config.seed)
+        self.with_js = "js" in self.rule.needs or self.rl.log_js
+        self.temperature = self.rl.temperature_for_stats
+        self.log = MetricsLog(self.out_dir / "metrics.jsonl", enabled=accelerator.is_main_process)
+
+    # ------------------------------------------------------------------ the loop
+
+    def train(self, start_step: int = 0) -> list[dict[str, Any]]:
+        """Run steps ``start_step .. rl.steps - 1``; returns the metrics of those steps."""
+        self.log.truncate(start_step)
+        history = []
+        with progress_bar(
+            self._describe(None), total=self.rl.steps, enabled=self.show_progress
+        ) as advance:
+            advance(start_step)
+            for step in range(start_step, self.rl.steps):
+                metrics = self.step(step)
+                self.log.append(metrics)
+                history.append(metrics)
+                completed = step + 1
+                if completed % self.rl.checkpoint_every == 0 or completed == self.rl.steps:
+                    self.save_checkpoint(completed)
+                advance(1, self._describe(metrics))
+        return history
+
+    def _describe(self, m: dict[str, Any] | None) -> str:
+        name = f"train {self.config.method} seed {self.config.seed}"
+        if m is None:
+            return name
+        return (
+            f"{name} · reward {m['reward_mean']:.2f} · H {m['entropy_mean']:.2f}"
+            f" · selected {100 * m['selected_fraction']:.1f}%"
+        )
+
+    def step(self, step: int) -> dict[str, Any]:
+        """One training step (0-based ``step``); returns its metrics (global over ranks)."""
+        acc, rl = self.accelerator, self.rl
+        sums = MetricSums()
+        t0 = time.perf_counter()
+        share = rl.prompts_per_step // acc.num_processes
+        offset = acc.process_index * share
+        problems = [self.problems[i] for i in self.schedule.indices(step)[offset : offset + share]]
+        prompts = [render_prompt(p, self.tokenizer, style=rl.prompt_style) for p in problems]
+        completions = self.sampler.sample(
+            prompts,
+            rl.sampling,
+            seed=derive_seed(self.config.seed, "sample", step),
+            index_offset=offset,
+        )
+        t1 = time.perf_counter()
+        rewards = self._rewards(problems, completions, sums)
+        prompt_ids = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        batch = build_batch(
+            prompt_ids, completions, rewards, self.tokenizer.pad_token_id, acc.device
+        )
+        advantages = group_advantages(
+            batch.rewards, batch.group_ids, normalize_std=rl.adv_normalize_std
+        )
+        t2 = time.perf_counter()
+
+        policy = acc.unwrap_model(self.model)
+        with acc.autocast():
+            stats = rollout_statistics(
+                policy, batch, temperature=self.temperature, with_js=self.with_js
+            )
+            ref_logprob = None
+            if self.reference is not None:
+                ref_logprob = rollout_statistics(
+                    self.reference, batch, temperature=self.temperature, with_js=False
+                ).logprob
+        generator = torch.Generator().manual_seed(
+            derive_seed(self.config.seed, "select", step, acc.process_index)
+        )
+        inputs = SelectionInputs(
+            response_mask=batch.response_mask,
+            advantages=advantages,
+            logprob=stats.logprob,
+            entropy=stats.entropy,
+            js=stats.js,
+            step=step,
+            generator=generator,
+        )
+        mask = self.rule(inputs, **self.config.method_args)
+        selection_metrics(sums, stats, mask, batch.response_mask)
+        t3 = time.perf_counter()
+
+        signal = acc.reduce(advantages.ne(0).any().float().reshape(1), "sum")
+        skipped = float(signal.item()) == 0.0
+        if not skipped:
+            self._update(batch, stats.logprob, ref_logprob, advantages, mask, sums, step)
+        self.scheduler.step()
+        t4 = time.perf_counter()
+
+        n_groups = int(batch.group_ids.max()) + 1
+        sums.add("groups_without_signal_fraction", _groups_without_signal(batch), n_groups)
+        sums.add("response_length_mean", batch.response_mask.sum(), batch.response_mask.shape[0])
+        metrics = {"step": step + 1, **sums.reduce(acc)}
+        metrics.update(
+            lr=self._lr_at(step),
+            update_skipped=skipped,
+            time_sample_s=t1 - t0,
+            time_reward_s=t2 - t1,
+            time_stats_s=t3 - t2,
+            time_update_s=t4 - t3,
+            time_step_s=t4 - t0,
+        )
+        return metrics
+
+    def _lr_at(self, step: int) -> float:
+        return self.rl.lr * lr_lambda(self.rl.lr_warmup_steps, self.rl.steps, self.rl.lr_schedule)(
+            step
+        )
+
+    def _rewards(
+        self, problems: list[Problem], completions: list[list[Completion]], sums: MetricSums
+    ) -> list[float]:
+        requests = [
+            GradeRequest(c.text, p.answer, answer_kind(p))
+            for p, group in zip(problems, completions, strict=True)
+            for c in group
+        ]
+        verdicts = self.verifier.grade_many(requests)
+        rewards = [1.0 if v.is_correct else 0.0 for v in verdicts]
+        n = len(verdicts)
+        sums.add("reward_mean", sum(rewards), n)
+        sums.count("reward_timeouts", sum(v == Verdict.TIMEOUT for v in verdicts))
+        sums.count("reward_ungradable", sum(v == Verdict.UNGRADABLE for v in verdicts))
+        sums.add("response_finished", sum(c.finished for group in completions for c in group), n)
+        return rewards
+
+    def _update(
+        self,
+        batch: RolloutBatch,
+        old_logprob: Tensor,
+        ref_logprob: Tensor | None,
+        advantages: Tensor,
+        mask: Tensor,
+        sums: MetricSums,
+        step: int,
+    ) -> None:
+        acc, rl = self.accelerator, self.rl
+        B = batch.response_ids.shape[0]
+        per_mini = B // rl.mini_batches
+        per_micro = rl.micro_batch_size or per_mini
+        self.model.train()
+        for _ in range(rl.ppo_epochs):
+            for m0 in range(0, B, per_mini):
+                mini = slice(m0, m0 + per_mini)
+                selected_in_mini = int(mask[mini].sum())
+                micro_starts = list(range(m0, m0 + per_mini, per_micro))
+                update_loss = 0.0
+                for j, u0 in enumerate(micro_starts):
+                    micro = slice(u0, min(u0 + per_micro, m0 + per_mini))
+                    n_rows = micro.stop - micro.start
+                    n_selected = int(mask[micro].sum())
+                    # Weights make the micro-batch losses add up to the mini-batch's aggregate.
+                    if rl.agg_mode == "token-mean":
+                        weight = n_selected / max(1, selected_in_mini)
+                    else:
+                        weight = n_rows / per_mini
+                    last = j == len(micro_starts) - 1
+                    sync = contextlib.nullcontext() if last else acc.no_sync(self.model)
+                    with sync, acc.autocast():
+                        logprob = policy_logprobs(
+                            self.model, batch.rows(micro), temperature=self.temperature
+                        )
+                        loss, info = grpo_loss(
+                            logprob,
+                            old_logprob[micro],
+                            advantages[micro],
+                            mask[micro],
+                            batch.response_mask[micro],
+                            ref_logprob_BT=None if ref_logprob is None else ref_logprob[micro],
+                            clip_low=rl.clip_low,
+                            clip_high=rl.clip_high,
+                            kl_coef=rl.kl_coef,
+                            agg_mode=rl.agg_mode,  # type: ignore[arg-type]
+                        )
+                        acc.backward(loss * weight)
+                    update_loss += float(loss.detach()) * weight
+                    sums.add("kl", info["kl"] * n_selected, n_selected)
+                    sums.add("clip_fraction", info["clip_fraction"] * n_selected, n_selected)
+                grad_norm = float(acc.clip_grad_norm_(self.model.parameters(), rl.grad_clip))
+                if not (math.isfinite(grad_norm) and math.isfinite(update_loss)):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    raise TrainingDiverged(
+                        f"step {step + 1}: the loss ({update_loss}) or the gradient norm "
+                        f"({grad_norm}) is not finite; nothing of this step was saved, and the "
+                        f"last good checkpoint is in {self.checkpoint_dir()}. Lower rl.lr or "
+                        "rl.grad_clip, then continue with --resume"
+                    )
+                sums.add("loss", update_loss, 1)
+                sums.add("grad_norm", grad_norm, 1)
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+        self.sampler.update_weights(acc.unwrap_model(self.model))
+
+    # ------------------------------------------------------------ checkpoints
+
+    def checkpoint_dir(self) -> Path:
+        return self.out_dir / "checkpoints"
+
+    def save_checkpoint(self, completed_steps: int) -> Path:
+        """Model, optimiser, scheduler and RNG states after ``completed_steps``, atomically.
+
+        Written into a temporary folder and renamed, so a killed process leaves either the
+        previous checkpoint or the complete new one. Older checkpoints beyond
+        ``rl.keep_checkpoints`` are removed afterwards.
+        """
+        acc = self.accelerator
+        final = self.checkpoint_dir() / f"{CHECKPOINT_PREFIX}{completed_steps:06d}"
+        tmp = final.with_name(f".{final.name}.tmp")
+        if acc.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+        acc.wait_for_everyone()
+        acc.save_state(str(tmp))
+        acc.wait_for_everyone()
+        if acc.is_main_process:
+            state = {"completed_steps": completed_steps, "config_sha256": self.config.sha256()}
+            atomic_write_json(tmp / TRAINER_STATE, state)
+            shutil.rmtree(final, ignore_errors=True)
+            tmp.replace(final)
+            for old in list_checkpoints(self.checkpoint_dir())[: -self.rl.keep_checkpoints]:
+                shutil.rmtree(old, ignore_errors=True)
+        acc.wait_for_everyone()
+        return final
+
+    def load_checkpoint(self, path: Path) -> int:
+        """Restore a checkpoint; returns the number of steps it had completed."""
+        import json
+
+        state = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            self.accelerator.load_state(str(path))
+        self.sampler.update_weights(self.accelerator.unwrap_model(self.model))
+        return int(state["completed_steps"])
+
+    def save_final_model(self, path: Path) -> None:
+        """The trained policy in Hugging Face format (model + tokenizer), atomically."""
+        from ictrepro.io import atomic_directory
+
+        acc = self.accelerator
+        state_dict = acc.get_state_dict(self.model)
+        if acc.is_main_process:
+            with atomic_directory(path) as tmp:
+                acc.unwrap_model(self.model).save_pretrained(tmp, state_dict=state_dict)
+                self.tokenizer.save_pretrained(tmp)
+        acc.wait_for_everyone()
+
+
+def list_checkpoints(checkpoint_dir: Path) -> list[Path]:
+    """Complete checkpoints, oldest first (temporary folders of a killed save are ignored)."""
+    if not checkpoint_dir.is_dir():
+        return []
+    done = [
+        p
+        for p in checkpoint_dir.iterdir()
+        if p.is_dir() and p.name.startswith(CHECKPOINT_PREFIX) and (p / TRAINER_STATE).is_file()
+    ]
+    return sorted(done, key=lambda p: p.name)
+
+
+def _groups_without_signal(batch: RolloutBatch) -> int:
+    """Groups whose rewards are all equal (zero advantage for every response)."""
+    ids, r = batch.group_ids, batch.rewards
+    n = int(ids.max()) + 1
+    lo = torch.full((n,), math.inf).scatter_reduce(0, ids.cpu(), r.cpu(), "amin")
+    hi = torch.full((n,), -math.inf).scatter_reduce(0, ids.cpu(), r.cpu(), "amax")
+    return int((lo == hi).sum())
