@@ -21,7 +21,6 @@ err_console = Console(stderr=True)
 
 #: Stages that later work fills in, with what each will do (shown in --help).
 PLANNED_STAGES = {
-    "train": "RL-train one method and seed (GRPO loop; only the token mask differs).",
     "sample": "Draw n samples per problem from a model (HF generate on CPU, vLLM on GPU).",
     "eval": "Sample, verify and score every model of a run (pass@k per benchmark).",
     "report": "Tables beside the paper's numbers, and training-curve plots.",
@@ -79,6 +78,58 @@ def prepare(
             config, run_dir, force=force, show_progress=not quiet, console=Console(quiet=quiet)
         )
     except RunDirConflict as e:
+        _fail(str(e))
+
+
+@app.command()
+def train(
+    method: str = typer.Option(..., help="Token-selection rule (see `ictrepro methods`)."),
+    preset: str = typer.Option("tiny", help="Named preset: tiny, tiny-smoke, paper-0.5b, ..."),
+    seed: int = typer.Option(0, help="Seed of sampling, data order and stochastic rules."),
+    run: Path = typer.Option(
+        None, "--run", help="Prepared run directory (default: runs/<preset>-seed0)."
+    ),
+    set_: list[str] = typer.Option(
+        [],
+        "--set",
+        help="Override a config field, e.g. --set rl.lr=1e-5 --set method_args.rho=0.2.",
+    ),
+    config_file: Path = typer.Option(
+        None, "--config", help="YAML or TOML file of overrides (applied before --set)."
+    ),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue an interrupted run from its last checkpoint."
+    ),
+    force: bool = typer.Option(False, "--force", help="Start this run over, deleting its folder."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
+) -> None:
+    """RL-train one method and seed (GRPO loop; only the token mask differs).
+
+    Writes RUN/train/<method>-seed<seed>/: train.json, metrics.jsonl, checkpoints/,
+    final_model/. Runs under `accelerate launch` unchanged.
+    """
+    from ictrepro.config import load_overrides, parse_assignments, train_preset
+    from ictrepro.runs import RunDirConflict
+    from ictrepro.stages.train import train as run_train
+    from ictrepro.train.grpo import TrainingDiverged
+
+    try:
+        overrides = load_overrides(config_file) if config_file else {}
+        overrides.update(parse_assignments(set_))
+        config = train_preset(preset, method=method, seed=seed, overrides=overrides)
+    except (KeyError, ValueError, TypeError, OSError) as e:
+        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
+    run_dir = run or Path("runs") / f"{preset}-seed0"
+    try:
+        run_train(
+            config,
+            run_dir,
+            resume=resume,
+            force=force,
+            show_progress=not quiet,
+            console=Console(quiet=quiet),
+        )
+    except (RunDirConflict, TrainingDiverged, FileNotFoundError) as e:
         _fail(str(e))
 
 

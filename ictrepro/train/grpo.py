@@ -326,6 +326,8 @@ class GRPOTrainer:
         """One training step (0-based ``step``); returns its metrics (global over ranks)."""
         acc, rl = self.accelerator, self.rl
         sums = MetricSums()
+        for name in ("loss", "grad_norm", "kl", "clip_fraction"):
+            sums.add(name, 0.0, 0)  # present (null) on a skipped step too: same keys every line
         t0 = time.perf_counter()
         share = rl.prompts_per_step // acc.num_processes
         offset = acc.process_index * share
@@ -378,7 +380,10 @@ class GRPOTrainer:
         skipped = float(signal.item()) == 0.0
         if not skipped:
             self._update(batch, stats.logprob, ref_logprob, advantages, mask, sums, step)
-        self.scheduler.step()
+        with warnings.catch_warnings():
+            # The LR follows the step count, also over steps without an update.
+            warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*optimizer.step")
+            self.scheduler.step()
         t4 = time.perf_counter()
 
         n_groups = int(batch.group_ids.max()) + 1

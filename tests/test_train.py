@@ -1,0 +1,443 @@
+"""The GRPO loop on the `tiny-smoke` world: updates, masks, determinism, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from typer.testing import CliRunner
+
+from ictrepro.algos.losses import grpo_loss
+from ictrepro.algos.token_stats import TokenStats
+from ictrepro.cli import app
+from ictrepro.config import (
+    RLSpec,
+    apply_overrides,
+    load_overrides,
+    parse_assignments,
+    prepare_preset,
+    train_preset,
+)
+from ictrepro.rollout.hf import Completion
+from ictrepro.runs import RunDirConflict, load_record
+from ictrepro.stages.prepare import prepare
+from ictrepro.stages.train import train, train_dir
+from ictrepro.train import grpo as grpo_module
+from ictrepro.train.grpo import (
+    PromptSchedule,
+    TrainingDiverged,
+    build_batch,
+    list_checkpoints,
+    policy_logprobs,
+    rollout_statistics,
+)
+from ictrepro.train.metrics import MetricSums, selection_metrics
+from ictrepro.verify import Verdict
+
+METHODS = ("grpo", "entropy", "stapo", "ict", "random")
+TIME_KEYS = ("time_sample_s", "time_reward_s", "time_stats_s", "time_update_s", "time_step_s")
+
+
+class ScriptedVerifier:
+    """Grades by position: ``verdict(i)`` for the i-th response of every call."""
+
+    def __init__(self, verdict=lambda i: Verdict.CORRECT if i % 2 == 0 else Verdict.WRONG):
+        self.verdict, self.calls = verdict, 0
+
+    def grade_many(self, requests):
+        self.calls += 1
+        return [self.verdict(i) for i in range(len(requests))]
+
+    def close(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("train") / "base"
+    prepare(prepare_preset("tiny-smoke", seed=0), run_dir, show_progress=False)
+    return run_dir
+
+
+@pytest.fixture
+def run_dir(prepared, tmp_path):
+    """A private copy of the prepared run (training writes into it)."""
+    target = tmp_path / "run"
+    shutil.copytree(prepared, target)
+    return target
+
+
+def smoke(method="grpo", seed=0, **overrides):
+    return train_preset("tiny-smoke", method=method, seed=seed, overrides=overrides or None)
+
+
+def without_times(metrics):
+    return [{k: v for k, v in m.items() if k not in TIME_KEYS} for m in metrics]
+
+
+def weights(model_dir):
+    return load_file(str(model_dir / "model.safetensors"))
+
+
+# ------------------------------------------------------------------ the loop
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_trains_and_changes_parameters(run_dir, method):
+    result = train(smoke(method), run_dir, show_progress=False, verifier=ScriptedVerifier())
+    out = train_dir(run_dir, method, 0)
+    assert result.out_dir == out and not result.skipped
+    assert [m["step"] for m in result.metrics] == [1, 2, 3]
+    before, after = weights(run_dir / "base_model"), weights(out / "final_model")
+    assert before.keys() == after.keys()
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    for m in result.metrics:
+        assert m["update_skipped"] is False
+        assert m["reward_mean"] == pytest.approx(0.5)  # every other response is correct
+        assert 0 < m["selected_fraction"] <= 1
+        assert math.isfinite(m["grad_norm"]) and m["grad_norm"] > 0
+        assert m["entropy_mean"] >= 0 and m["renyi2_mean"] <= m["entropy_mean"] + 1e-6
+    record = load_record(out, "train")
+    assert record["status"] == "done" and record["config"]["method"] == method
+    assert (out / "metrics.jsonl").read_text().count("\n") == 3
+    # The final model reloads with plain transformers.
+    AutoModelForCausalLM.from_pretrained(out / "final_model")
+    AutoTokenizer.from_pretrained(out / "final_model")
+
+
+def test_ict_mask_is_dense_during_warmup_then_sparse(run_dir):
+    result = train(
+        smoke("ict", **{"method_args.warmup_steps": 1, "method_args.rho": 0.25}),
+        run_dir,
+        show_progress=False,
+        verifier=ScriptedVerifier(),
+    )
+    fractions = [m["selected_fraction"] for m in result.metrics]
+    assert fractions[0] == 1.0
+    assert all(0.25 <= f < 0.6 for f in fractions[1:])  # ceil(0.25 |o|) of short responses
+
+
+def test_same_seed_gives_the_same_metrics(run_dir, tmp_path):
+    first = train(smoke("ict"), run_dir, show_progress=False, verifier=ScriptedVerifier())
+    second = train(
+        smoke("ict"), run_dir, force=True, show_progress=False, verifier=ScriptedVerifier()
+    )
+    assert without_times(first.metrics) == without_times(second.metrics)
+    other_seed = train(
+        smoke("ict", seed=1), run_dir, show_progress=False, verifier=ScriptedVerifier()
+    )
+    assert without_times(other_seed.metrics) != without_times(first.metrics)
+
+
+def test_interrupted_run_resumes_to_the_same_result(run_dir, monkeypatch):
+    reference = train(smoke("ict"), run_dir, show_progress=False, verifier=ScriptedVerifier())
+    reference_weights = weights(reference.out_dir / "final_model")
+
+    original_step = grpo_module.GRPOTrainer.step
+
+    def crash_at_third_step(self, step):
+        if step == 2:
+            raise KeyboardInterrupt("simulated interruption")
+        return original_step(self, step)
+
+    monkeypatch.setattr(grpo_module.GRPOTrainer, "step", crash_at_third_step)
+    with pytest.raises(KeyboardInterrupt):
+        train(smoke("ict"), run_dir, force=True, show_progress=False, verifier=ScriptedVerifier())
+    out = reference.out_dir
+    assert load_record(out, "train")["status"] == "running"
+    assert [p.name for p in list_checkpoints(out / "checkpoints")] == ["step-000002"]
+    monkeypatch.setattr(grpo_module.GRPOTrainer, "step", original_step)
+
+    with pytest.raises(RunDirConflict, match="--resume"):
+        train(smoke("ict"), run_dir, show_progress=False, verifier=ScriptedVerifier())
+    resumed = train(
+        smoke("ict"), run_dir, resume=True, show_progress=False, verifier=ScriptedVerifier()
+    )
+    assert [m["step"] for m in resumed.metrics] == [1, 2, 3]
+    assert without_times(resumed.metrics) == without_times(reference.metrics)
+    resumed_weights = weights(out / "final_model")
+    assert all(torch.equal(reference_weights[k], resumed_weights[k]) for k in reference_weights)
+
+
+def test_finished_run_is_skipped_and_other_configs_are_refused(run_dir):
+    train(smoke("grpo"), run_dir, show_progress=False, verifier=ScriptedVerifier())
+    again = train(smoke("grpo"), run_dir, show_progress=False, verifier=ScriptedVerifier())
+    assert again.skipped and len(again.metrics) == 3
+    with pytest.raises(RunDirConflict) as err:
+        train(
+            smoke("grpo", **{"rl.lr": 5e-4}),
+            run_dir,
+            resume=True,
+            show_progress=False,
+            verifier=ScriptedVerifier(),
+        )
+    assert "rl.lr: 0.001 (recorded) != 0.0005 (now)" in str(err.value)
+
+
+def test_no_signal_step_skips_the_update(run_dir):
+    result = train(
+        smoke("grpo"),
+        run_dir,
+        show_progress=False,
+        verifier=ScriptedVerifier(lambda i: Verdict.WRONG),
+    )
+    for m in result.metrics:
+        assert m["update_skipped"] is True
+        assert m["reward_mean"] == 0.0 and m["groups_without_signal_fraction"] == 1.0
+        assert m["grad_norm"] is None and m["kl"] is None
+        assert math.isfinite(m["entropy_mean"])
+    before, after = weights(run_dir / "base_model"), weights(result.out_dir / "final_model")
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_grading_timeouts_give_zero_reward_and_are_counted(run_dir):
+    verdicts = [Verdict.CORRECT, Verdict.TIMEOUT, Verdict.WRONG, Verdict.UNGRADABLE]
+    result = train(
+        smoke("grpo"),
+        run_dir,
+        show_progress=False,
+        verifier=ScriptedVerifier(lambda i: verdicts[i % 4]),
+    )
+    for m in result.metrics:
+        assert m["reward_timeouts"] == 2 and m["reward_ungradable"] == 2  # 8 responses a step
+        assert m["reward_mean"] == pytest.approx(0.25)
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(run_dir, monkeypatch):
+    original = grpo_module.grpo_loss
+    calls = {"n": 0}
+
+    def poisoned(*args, **kwargs):
+        loss, info = original(*args, **kwargs)
+        calls["n"] += 1
+        return (loss * math.nan if calls["n"] >= 2 else loss), info
+
+    monkeypatch.setattr(grpo_module, "grpo_loss", poisoned)
+    with pytest.raises(TrainingDiverged, match=r"step 2.*not finite.*last good checkpoint"):
+        train(smoke("grpo"), run_dir, show_progress=False, verifier=ScriptedVerifier())
+    out = train_dir(run_dir, "grpo", 0)
+    assert [p.name for p in list_checkpoints(out / "checkpoints")] == ["step-000001"]
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [1]
+
+
+# ---------------------------------------------------------- pieces of a step
+
+
+def test_zero_gradient_outside_a_hand_set_mask(prepared):
+    model = AutoModelForCausalLM.from_pretrained(prepared / "base_model")
+    tok = AutoTokenizer.from_pretrained(prepared / "base_model")
+    prompts = [tok("short prompt")["input_ids"], tok("a somewhat longer prompt here")["input_ids"]]
+    g = torch.Generator().manual_seed(0)
+    completions = [
+        [Completion("", tuple(torch.randint(5, 100, (n,), generator=g).tolist()), True) for n in ns]
+        for ns in ((5, 3), (4, 6))
+    ]
+    batch = build_batch(
+        prompts, completions, [1.0, 0.0, 0.0, 1.0], tok.pad_token_id, torch.device("cpu")
+    )
+    assert batch.response_mask.sum(dim=1).tolist() == [5, 3, 4, 6]
+    mask = torch.zeros_like(batch.response_mask)
+    mask[0, 1] = mask[1, 2] = mask[3, 0] = mask[3, 5] = True
+    old = rollout_statistics(model, batch, temperature=1.0, with_js=False).logprob
+    logprob = policy_logprobs(model, batch, temperature=1.0)
+    logprob.retain_grad()
+    advantages = torch.tensor([1.0, -1.0, -0.5, 0.5])
+    loss, _ = grpo_loss(
+        logprob, old - 0.1, advantages, mask, batch.response_mask, ref_logprob_BT=old, kl_coef=0.1
+    )
+    loss.backward()
+    assert torch.all(logprob.grad[~mask] == 0)
+    assert torch.all(logprob.grad[mask] != 0)
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_recomputed_logprobs_match_generate(prepared):
+    """Left padding and position ids in the training forward equal those of generate()."""
+    model = AutoModelForCausalLM.from_pretrained(prepared / "base_model").eval()
+    tok = AutoTokenizer.from_pretrained(prepared / "base_model")
+    texts = ["x", "a much longer prompt than the first"]
+    enc = tok(
+        texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
+    )
+    torch.manual_seed(0)
+    out = model.generate(
+        **enc,
+        do_sample=True,
+        top_k=0,
+        max_new_tokens=6,
+        num_return_sequences=2,
+        output_logits=True,
+        return_dict_in_generate=True,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=None,
+    )
+    new = out.sequences[:, enc["input_ids"].shape[1] :]
+    gen_logprob = torch.stack(
+        [
+            torch.log_softmax(step.float(), -1).gather(-1, new[:, i : i + 1]).squeeze(-1)
+            for i, step in enumerate(out.logits)
+        ],
+        dim=1,
+    )
+    prompt_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    completions = [
+        [Completion("", tuple(new[2 * i + j].tolist()), False) for j in range(2)] for i in range(2)
+    ]
+    batch = build_batch(prompt_ids, completions, [0.0] * 4, tok.pad_token_id, torch.device("cpu"))
+    stats = rollout_statistics(model, batch, temperature=1.0, with_js=True)
+    torch.testing.assert_close(stats.logprob, gen_logprob, atol=1e-4, rtol=1e-4)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            policy_logprobs(model, batch, temperature=1.0), gen_logprob, atol=1e-4, rtol=1e-4
+        )
+
+
+def test_build_batch_layout():
+    completions = [
+        [Completion("", (7, 8), True), Completion("", (9,), False)],
+        [Completion("", (), False), Completion("", (4, 5, 6), True)],
+    ]
+    batch = build_batch([[1, 2, 3], [1]], completions, [1, 0, 0, 1], 0, torch.device("cpu"))
+    assert batch.prompt_width == 3
+    assert batch.input_ids.tolist() == [
+        [1, 2, 3, 7, 8, 0],
+        [1, 2, 3, 9, 0, 0],
+        [0, 0, 1, 0, 0, 0],
+        [0, 0, 1, 4, 5, 6],
+    ]
+    assert batch.position_ids[3].tolist() == [0, 0, 0, 1, 2, 3]
+    assert batch.group_ids.tolist() == [0, 0, 1, 1]
+    assert batch.response_mask.tolist() == [
+        [True, True, False],
+        [True, False, False],
+        [False, False, False],
+        [True, True, True],
+    ]
+
+
+def test_prompt_schedule_is_a_function_of_the_step():
+    schedule = PromptSchedule(10, 4, seed=3)
+    steps = [schedule.indices(s) for s in range(5)]  # 20 positions = two epochs
+    first_epoch = steps[0] + steps[1] + steps[2][:2]
+    assert sorted(first_epoch) == list(range(10))
+    assert PromptSchedule(10, 4, seed=3).indices(3) == steps[3]  # no replay needed
+    assert PromptSchedule(10, 4, seed=4).indices(0) != steps[0]
+
+
+def test_selection_metrics_by_hand():
+    resp = torch.tensor([[True, True, True, False], [True, True, False, False]])
+    mask = torch.tensor([[True, False, False, False], [False, True, False, False]])
+    logprob = torch.log(torch.tensor([[0.5, 0.9, 0.2, 1.0], [0.1, 0.4, 1.0, 1.0]]))
+    entropy = torch.tensor([[1.0, 0.1, 0.5, 0.0], [2.0, 0.3, 0.0, 0.0]])
+    renyi2 = torch.tensor([[0.5, 0.05, 0.2, 0.0], [1.5, 0.2, 0.0, 0.0]])
+    js = torch.tensor([[0.3, 0.1, 0.0, 0.0], [0.2, 0.4, 0.0, 0.0]])
+    sums = MetricSums()
+    selection_metrics(sums, TokenStats(logprob, entropy, renyi2, js), mask, resp)
+    m = sums.reduce()
+    assert m["selected_fraction"] == pytest.approx(2 / 5)
+    assert m["entropy_mean"] == pytest.approx((1.0 + 0.1 + 0.5 + 2.0 + 0.3) / 5)
+    assert m["js_selected_mean"] == pytest.approx((0.3 + 0.4) / 2)
+    assert m["js_unselected_mean"] == pytest.approx((0.1 + 0.0 + 0.2) / 3)
+    assert m["prob_selected_mean"] == pytest.approx((0.5 + 0.4) / 2)
+    # High entropy = top ceil(0.2 * 5) = 1 token of the batch: (1, 0) with H = 2.0, unselected.
+    assert m["selected_high_entropy_fraction"] == 0.0
+    # purity beta = exp(-H2): selected (0,0): 0.5 > e^-0.5 = 0.61? no; (1,1): 0.4 > e^-0.2? no.
+    assert m["selected_prob_above_purity_fraction"] == 0.0
+    # all tokens: (0,1) 0.9 > e^-0.05 = 0.95? no; (0,2) 0.2 > 0.82? no; (1,0) 0.1 > 0.22? no.
+    assert m["prob_above_purity_fraction"] == 0.0
+
+
+def test_metric_sums_means_and_totals():
+    sums = MetricSums()
+    sums.add("a", 3.0, 2)
+    sums.add("a", 1.0, 2)
+    sums.add("empty", 0.0, 0)
+    sums.count("n", 2)
+    sums.count("n", 3)
+    assert sums.reduce() == {"a": 1.0, "empty": None, "n": 5.0}
+
+
+# ------------------------------------------------------------------ configs
+
+
+def test_overrides_from_the_command_line_and_files(tmp_path):
+    assert parse_assignments(["rl.lr=1e-5", "rl.log_js=false", "method_args.scope=batch"]) == {
+        "rl.lr": 1e-5,
+        "rl.log_js": False,
+        "method_args.scope": "batch",
+    }
+    yaml_file = tmp_path / "o.yaml"
+    yaml_file.write_text("rl:\n  lr: 3.0e-5\n  steps: 7\nmethod_args:\n  rho: 0.3\n")
+    toml_file = tmp_path / "o.toml"
+    toml_file.write_text("[rl]\nlr = 3e-5\nsteps = 7\n[method_args]\nrho = 0.3\n")
+    expected = {"rl.lr": 3e-5, "rl.steps": 7, "method_args.rho": 0.3}
+    assert load_overrides(yaml_file) == expected == load_overrides(toml_file)
+    config = train_preset("tiny", method="ict", overrides=expected)
+    assert config.rl.lr == 3e-5 and config.rl.steps == 7 and config.method_args["rho"] == 0.3
+    assert config.method_args["warmup_steps"] == 3  # the tiny preset's scaled warm-up
+    assert apply_overrides(config, {"rl.steps": 9}).rl.steps == 9
+    assert apply_overrides(config, {"rl.lr": 1}).rl.lr == 1.0  # ints widen to float
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"rl.lrr": 1}, "unknown config field 'rl.lrr'; valid here: .*lr"),
+        ({"rl.steps": "ten"}, "rl.steps: expected int, got 'ten'"),
+        ({"rl.steps": 0}, "rl.steps must be >= 1"),
+        ({"rl": 1}, "rl is a group of fields"),
+        ({"method_args.nope": 1}, "no hyperparameter.*nope.*valid: highest, rho"),
+        ({"rl.group_size": 1}, "group_size must be >= 2"),
+        ({"rl.prompts_per_step": 6, "rl.mini_batches": 4}, "divisible"),
+    ],
+)
+def test_bad_overrides_name_the_field(overrides, message):
+    with pytest.raises((KeyError, ValueError), match=message):
+        train_preset("tiny", method="ict", overrides=overrides)
+
+
+def test_paper_presets_carry_the_inferred_defaults():
+    config = train_preset("paper-1.5b", method="ict")
+    assert config.model == "Qwen/Qwen2.5-1.5B"
+    assert (config.rl.lr, config.rl.group_size, config.rl.max_new_tokens) == (1e-6, 5, 1024)
+    assert (config.rl.kl_coef, config.rl.clip_low, config.rl.temperature) == (0.001, 0.2, 1.0)
+    assert config.method_args == {
+        "rho": 0.1,
+        "scope": "sequence",
+        "warmup_steps": 10,
+        "highest": True,
+    }
+    assert RLSpec().agg_mode == "seq-mean-token-mean"
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def test_cli_unknown_method_lists_the_valid_ones(run_dir):
+    result = CliRunner().invoke(app, ["train", "--method", "nope", "--run", str(run_dir)])
+    assert result.exit_code == 2
+    assert (
+        "unknown token-selection method 'nope'; valid: entropy, grpo, ict, random, stapo"
+        in " ".join(result.output.split())
+    )
+
+
+def test_cli_unprepared_run_dir_says_what_to_do(tmp_path):
+    result = CliRunner().invoke(
+        app, ["train", "--method", "grpo", "--preset", "tiny-smoke", "--run", str(tmp_path / "x")]
+    )
+    assert result.exit_code == 2
+    assert "ictrepro prepare --preset tiny-smoke" in " ".join(result.output.split())
+
+
+def test_cli_bad_set_is_a_clear_error(run_dir):
+    result = CliRunner().invoke(
+        app, ["train", "--method", "grpo", "--run", str(run_dir), "--set", "rl.lr"]
+    )
+    assert result.exit_code == 2 and "expected FIELD=VALUE" in " ".join(result.output.split())
