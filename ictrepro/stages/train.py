@@ -136,6 +136,7 @@ def train(
 ) -> TrainResult:
     """Train ``config`` in ``run_dir`` (see the module docstring). Works under ``accelerate
     launch``: every process calls this; only the main one writes records and logs."""
+    import torch
     from accelerate import Accelerator
 
     from ictrepro.train.grpo import GRPOTrainer, list_checkpoints
@@ -147,7 +148,10 @@ def train(
     model_path, data_path, inputs = resolve_inputs(config, run_dir)
     identity = {"config": config.to_json(), "inputs": inputs}
     sha = sha256_json(identity)
-    acc = accelerator or Accelerator(step_scheduler_with_optimizer=False)
+    # cpu=True on a machine without GPUs is what makes accelerate use gloo when launched
+    # with several processes (`accelerate launch --multi_gpu --num_processes 2` on CPU).
+    cpu = torch.accelerator.current_accelerator() is None
+    acc = accelerator or Accelerator(cpu=cpu, step_scheduler_with_optimizer=False)
     state = _decide(out_dir, identity, sha, resume=resume, force=force)
     acc.wait_for_everyone()  # every process decided before the main one writes anything
     if state == "current":

@@ -390,6 +390,8 @@ class GRPOTrainer:
         sums.add("groups_without_signal_fraction", _groups_without_signal(batch), n_groups)
         sums.add("response_length_mean", batch.response_mask.sum(), batch.response_mask.shape[0])
         metrics = {"step": step + 1, **sums.reduce(acc)}
+        if acc.num_processes > 1:
+            metrics["param_checksum_spread"] = self._param_checksum_spread()
         metrics.update(
             lr=self._lr_at(step),
             update_skipped=skipped,
@@ -400,6 +402,15 @@ class GRPOTrainer:
             time_step_s=t4 - t0,
         )
         return metrics
+
+    @torch.no_grad()
+    def _param_checksum_spread(self) -> float:
+        """Max - min over processes of a parameter checksum: 0 while DDP keeps the replicas
+        in sync (every rank applies the same averaged gradient)."""
+        params = self.accelerator.unwrap_model(self.model).parameters()
+        checksum = torch.stack([p.double().sum() for p in params]).sum().reshape(1)
+        gathered = self.accelerator.gather(checksum.to(self.accelerator.device)).cpu()
+        return float(gathered.max() - gathered.min())
 
     def _lr_at(self, step: int) -> float:
         return self.rl.lr * lr_lambda(self.rl.lr_warmup_steps, self.rl.steps, self.rl.lr_schedule)(
