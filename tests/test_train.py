@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -441,3 +447,33 @@ def test_cli_bad_set_is_a_clear_error(run_dir):
         app, ["train", "--method", "grpo", "--run", str(run_dir), "--set", "rl.lr"]
     )
     assert result.exit_code == 2 and "expected FIELD=VALUE" in " ".join(result.output.split())
+
+
+def test_kill_9_then_resume_equals_an_uninterrupted_run(run_dir, tmp_path):
+    """A real SIGKILL mid-run (not a Python exception), then --resume from the checkpoint."""
+    helper = Path(__file__).parent / "helpers" / "train_scripted.py"
+    args = ["rl.steps=15"]
+    other = tmp_path / "uninterrupted"
+    shutil.copytree(run_dir, other)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    subprocess.run([sys.executable, str(helper), str(other), "grpo", *args], check=True, env=env)
+
+    proc = subprocess.Popen([sys.executable, str(helper), str(run_dir), "grpo", *args], env=env)
+    checkpoints = train_dir(run_dir, "grpo", 0) / "checkpoints"
+    deadline = time.monotonic() + 120
+    while not (checkpoints / "step-000003").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    out = train_dir(run_dir, "grpo", 0)
+    assert load_record(out, "train")["status"] == "running", "the run finished before the kill"
+    subprocess.run(
+        [sys.executable, str(helper), str(run_dir), "grpo", "--resume", *args], check=True, env=env
+    )
+    expected = (other / "train" / "grpo-seed0" / "metrics.jsonl").read_text().splitlines()
+    got = (out / "metrics.jsonl").read_text().splitlines()
+    assert without_times([json.loads(x) for x in got]) == without_times(
+        [json.loads(x) for x in expected]
+    )
+    a, b = weights(other / "train" / "grpo-seed0" / "final_model"), weights(out / "final_model")
+    assert all(torch.equal(a[k], b[k]) for k in a)

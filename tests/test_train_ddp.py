@@ -20,7 +20,7 @@ from ictrepro.config import prepare_preset
 from ictrepro.runs import load_record
 from ictrepro.stages.prepare import prepare
 
-HELPER = Path(__file__).parent / "helpers" / "ddp_train.py"
+HELPER = Path(__file__).parent / "helpers" / "train_scripted.py"
 OVERRIDES = ["method_args.warmup_steps=0", "rl.sample_batch_size=4"]
 
 

@@ -1,7 +1,8 @@
-"""Run by tests/test_train_ddp.py under `accelerate launch`: train tiny-smoke with a
-scripted verifier (every other response correct) so that every step has a learning signal.
+"""Train tiny-smoke with a scripted verifier (every other response correct), so that every
+step has a learning signal. Run by tests in a subprocess: under `accelerate launch`, and
+killed with SIGKILL then resumed.
 
-Usage: ddp_train.py RUN_DIR METHOD [FIELD=VALUE ...]
+Usage: train_scripted.py RUN_DIR METHOD [--resume] [FIELD=VALUE ...]
 """
 
 import sys
@@ -22,10 +23,12 @@ class AlternatingVerifier:
 
 def main() -> None:
     run_dir, method, *assignments = sys.argv[1:]
+    resume = "--resume" in assignments
+    assignments = [a for a in assignments if a != "--resume"]
     config = train_preset(
         "tiny-smoke", method=method, seed=0, overrides=parse_assignments(assignments)
     )
-    train(config, Path(run_dir), show_progress=False, verifier=AlternatingVerifier())
+    train(config, Path(run_dir), resume=resume, show_progress=False, verifier=AlternatingVerifier())
 
 
 if __name__ == "__main__":
