@@ -38,6 +38,8 @@ from ictrepro.train.grpo import (
     PromptSchedule,
     TrainingDiverged,
     build_batch,
+    concat_stats,
+    group_chunks,
     list_checkpoints,
     policy_logprobs,
     rollout_statistics,
@@ -302,6 +304,32 @@ def test_recomputed_logprobs_match_generate(prepared):
         torch.testing.assert_close(
             policy_logprobs(model, batch, temperature=1.0), gen_logprob, atol=1e-4, rtol=1e-4
         )
+
+
+def test_chunked_and_unfused_statistics_equal_the_fused_whole_batch(prepared):
+    model = AutoModelForCausalLM.from_pretrained(prepared / "base_model").eval()
+    tok = AutoTokenizer.from_pretrained(prepared / "base_model")
+    g = torch.Generator().manual_seed(1)
+    prompts = [tok(t)["input_ids"] for t in ("one", "two words", "three short words")]
+    completions = [
+        [Completion("", tuple(torch.randint(5, 200, (n,), generator=g).tolist()), True) for n in ns]
+        for ns in ((3, 5), (6, 1), (4, 4))
+    ]
+    batch = build_batch(prompts, completions, [0.0] * 6, tok.pad_token_id, torch.device("cpu"))
+    chunks = group_chunks(batch, 3)
+    assert chunks == [slice(0, 2), slice(2, 4), slice(4, 6)]
+    assert group_chunks(batch, 4) == [slice(0, 4), slice(4, 6)]
+    assert group_chunks(batch, 1) == chunks  # never splits a group
+    whole = rollout_statistics(model, batch, temperature=0.7, with_js=True)
+    parts = concat_stats(
+        [rollout_statistics(model, batch.rows(c), temperature=0.7, with_js=True) for c in chunks]
+    )
+    unfused = rollout_statistics(model, batch, temperature=0.7, with_js=True, fused=False)
+    for other in (parts, unfused):
+        for name in ("logprob", "entropy", "renyi2", "js"):
+            torch.testing.assert_close(
+                getattr(other, name), getattr(whole, name), atol=2e-5, rtol=1e-5
+            )
 
 
 def test_build_batch_layout():

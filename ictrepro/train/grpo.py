@@ -37,12 +37,18 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
+from accelerate.utils import DistributedType
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ictrepro.algos.losses import group_advantages, grpo_loss
 from ictrepro.algos.selection import SelectionInputs, get_selection
-from ictrepro.algos.token_stats import TokenStats, sampled_logprobs, token_stats_from_hidden
+from ictrepro.algos.token_stats import (
+    TokenStats,
+    sampled_logprobs,
+    token_stats,
+    token_stats_from_hidden,
+)
 from ictrepro.config import TrainConfig
 from ictrepro.data.prompts import answer_kind, render_prompt
 from ictrepro.data.records import Problem
@@ -164,13 +170,33 @@ def build_batch(
 
 @torch.no_grad()
 def rollout_statistics(
-    model: PreTrainedModel, batch: RolloutBatch, *, temperature: float, with_js: bool
+    model: PreTrainedModel,
+    batch: RolloutBatch,
+    *,
+    temperature: float,
+    with_js: bool,
+    fused: bool = True,
 ) -> TokenStats:
-    """Statistics of ``model`` at the response tokens, fused from the hidden states.
+    """Statistics of ``model`` at the response tokens (no gradient).
 
-    The LM head is applied chunk by chunk inside ``token_stats_from_hidden``, so the full
-    ``[B, R, V]`` logits never exist (it matters at V = 151,936).
+    ``fused=True`` runs the decoder and applies the LM head chunk by chunk inside
+    ``token_stats_from_hidden``, so the full ``[B, R, V]`` logits never exist (it matters
+    at V = 151,936). ``fused=False`` calls the model itself for the logits: needed when the
+    model is sharded (FSDP), where only its own forward gathers the parameters.
     """
+    P, R = batch.prompt_width, batch.response_ids.shape[1]
+    group_ids = batch.group_ids if with_js else None
+    if not fused:
+        logits = model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            logits_to_keep=R + 1,
+            use_cache=False,
+        ).logits[:, :R]
+        return token_stats(
+            logits, batch.response_ids, batch.response_mask, group_ids, temperature=temperature
+        )
     head = model.get_output_embeddings()
     if getattr(head, "bias", None) is not None:
         raise ValueError("the fused statistics assume an LM head without bias (as in Qwen2)")
@@ -179,7 +205,6 @@ def rollout_statistics(
         attention_mask=batch.attention_mask,
         position_ids=batch.position_ids,
     ).last_hidden_state
-    P, R = batch.prompt_width, batch.response_ids.shape[1]
     # The hidden state at column c predicts the token at column c + 1.
     hidden_BRD = hidden[:, P - 1 : P - 1 + R].to(head.weight.dtype)
     return token_stats_from_hidden(
@@ -187,8 +212,31 @@ def rollout_statistics(
         head.weight,
         batch.response_ids,
         batch.response_mask,
-        batch.group_ids if with_js else None,
+        group_ids,
         temperature=temperature,
+    )
+
+
+def group_chunks(batch: RolloutBatch, max_rows: int) -> list[slice]:
+    """Row slices of at most ``max_rows`` rows (at least one group) that never split a group."""
+    sizes = torch.bincount(batch.group_ids).tolist()
+    chunks, start, rows = [], 0, 0
+    for size in sizes:
+        if rows and rows + size > max_rows:
+            chunks.append(slice(start, start + rows))
+            start, rows = start + rows, 0
+        rows += size
+    chunks.append(slice(start, start + rows))
+    return chunks
+
+
+def concat_stats(parts: list[TokenStats]) -> TokenStats:
+    js = None if parts[0].js is None else torch.cat([p.js for p in parts])  # type: ignore[misc]
+    return TokenStats(
+        torch.cat([p.logprob for p in parts]),
+        torch.cat([p.entropy for p in parts]),
+        torch.cat([p.renyi2 for p in parts]),
+        js,
     )
 
 
@@ -350,16 +398,7 @@ class GRPOTrainer:
         )
         t2 = time.perf_counter()
 
-        policy = acc.unwrap_model(self.model)
-        with acc.autocast():
-            stats = rollout_statistics(
-                policy, batch, temperature=self.temperature, with_js=self.with_js
-            )
-            ref_logprob = None
-            if self.reference is not None:
-                ref_logprob = rollout_statistics(
-                    self.reference, batch, temperature=self.temperature, with_js=False
-                ).logprob
+        stats, ref_logprob = self._statistics(batch)
         generator = torch.Generator().manual_seed(
             derive_seed(self.config.seed, "select", step, acc.process_index)
         )
@@ -411,6 +450,26 @@ class GRPOTrainer:
         checksum = torch.stack([p.double().sum() for p in params]).sum().reshape(1)
         gathered = self.accelerator.gather(checksum.to(self.accelerator.device)).cpu()
         return float(gathered.max() - gathered.min())
+
+    def _statistics(self, batch: RolloutBatch) -> tuple[TokenStats, Tensor | None]:
+        """Rollout-policy statistics and reference log-probs, in chunks of whole groups
+        (``rl.micro_batch_size`` rows, rounded up to a group) so memory stays bounded."""
+        acc = self.accelerator
+        fused = acc.distributed_type != DistributedType.FSDP
+        policy = acc.unwrap_model(self.model) if fused else self.model
+        max_rows = self.rl.micro_batch_size or batch.response_ids.shape[0]
+        parts, ref_parts = [], []
+        self.model.eval()
+        with acc.autocast():
+            for rows in group_chunks(batch, max_rows):
+                chunk = batch.rows(rows)
+                kwargs = {"temperature": self.temperature, "fused": fused}
+                parts.append(rollout_statistics(policy, chunk, with_js=self.with_js, **kwargs))
+                if self.reference is not None:
+                    ref = rollout_statistics(self.reference, chunk, with_js=False, **kwargs)
+                    ref_parts.append(ref.logprob)
+        ref_logprob = torch.cat(ref_parts) if ref_parts else None
+        return concat_stats(parts), ref_logprob
 
     def _lr_at(self, step: int) -> float:
         return self.rl.lr * lr_lambda(self.rl.lr_warmup_steps, self.rl.steps, self.rl.lr_schedule)(
