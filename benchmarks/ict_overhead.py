@@ -1,14 +1,14 @@
 """ICT's extra cost per training step, measured side by side with GRPO on the same batch.
 
-    python benchmarks/ict_overhead.py --run RUN_DIR [--preset tiny] [--repeats 5]
+    python benchmarks/ict_overhead.py --run RUN_DIR [--preset tiny] [--repeats 20]
 
 RUN_DIR is a prepared run (`ictrepro prepare --preset tiny --out RUN_DIR`). Two trainers
 start from the same base model: GRPO without the JS statistics (`rl.log_js=false`, what a
-plain GRPO run needs) and ICT past its warm-up. Before every timed step both are reset to
-the base weights, so each `step(0)` samples and updates on the identical batch. Repeats
-alternate between the two. ICT's extra cost is the difference of the medians of the
-statistics phase (policy pass with JS and the mask vs. without); the ratio divides it by
-the median wall time of a whole GRPO step. Nothing is written into RUN_DIR.
+plain GRPO run computes) and ICT past its warm-up. One batch of step 0 is sampled and
+scored once; then the phase where the methods differ, rollout statistics plus the mask,
+is timed for each method in alternation, ``--repeats`` times. Whole GRPO steps (from the
+same base weights, so on the same batch) give the denominator. Medians throughout.
+Nothing is written into RUN_DIR.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import copy
 import os
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 from accelerate import Accelerator
@@ -25,6 +26,7 @@ from accelerate import Accelerator
 from ictrepro.config import train_preset
 from ictrepro.stages.train import load_problems, resolve_inputs
 from ictrepro.train.grpo import GRPOTrainer
+from ictrepro.train.metrics import MetricSums
 from ictrepro.verify import Verifier
 
 
@@ -32,7 +34,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, required=True)
     parser.add_argument("--preset", default="tiny")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=3, help="whole GRPO steps timed")
     args = parser.parse_args()
     configs = {
         "grpo": train_preset(args.preset, method="grpo", overrides={"rl.log_js": False}),
@@ -41,7 +44,8 @@ def main() -> None:
     model_path, data_path, _ = resolve_inputs(configs["grpo"], args.run)
     problems = load_problems(data_path)
     accelerator = Accelerator(cpu=True, step_scheduler_with_optimizer=False)
-    times: dict[str, dict[str, list[float]]] = {m: {} for m in configs}
+    phase: dict[str, list[float]] = {m: [] for m in configs}
+    selected: dict[str, float] = {}
     with Verifier(workers=0) as verifier, tempfile.TemporaryDirectory() as tmp:
         trainers = {
             m: GRPOTrainer(
@@ -49,30 +53,37 @@ def main() -> None:
             )
             for m, c in configs.items()
         }
-        initial = {m: copy.deepcopy(t.model.state_dict()) for m, t in trainers.items()}
-        for repeat in range(args.repeats + 1):  # the first round warms up and is dropped
+        grpo = trainers["grpo"]
+        batch, advantages = grpo.score(*grpo.sample(0), MetricSums())
+        for repeat in range(args.repeats + 1):  # round 0 warms up and is dropped
             for method, trainer in trainers.items():
-                trainer.model.load_state_dict(initial[method])
-                metrics = trainer.step(0)
+                start = time.perf_counter()
+                stats, _ = trainer.statistics(batch)
+                mask = trainer.select(batch, advantages, stats, step=0)
                 if repeat:
-                    for key in ("time_stats_s", "time_step_s"):
-                        times[method].setdefault(key, []).append(metrics[key])
-                    times[method].setdefault("selected_fraction", []).append(
-                        metrics["selected_fraction"]
-                    )
-    med = {m: {k: statistics.median(v) for k, v in t.items()} for m, t in times.items()}
-    extra = med["ict"]["time_stats_s"] - med["grpo"]["time_stats_s"]
-    print(f"preset {args.preset}, {args.repeats} repeats, {os.cpu_count()} CPUs\n")
-    print("| method | step s (median) | statistics + mask s (median) | selected |")
-    print("|---|---|---|---|")
-    for m in configs:
-        print(
-            f"| {m} | {med[m]['time_step_s']:.3f} | {med[m]['time_stats_s']:.3f} | "
-            f"{med[m]['selected_fraction']:.3f} |"
-        )
+                    phase[method].append(time.perf_counter() - start)
+                selected[method] = float(mask.sum() / batch.response_mask.sum())
+        initial = copy.deepcopy(grpo.model.state_dict())
+        step_times = []
+        for _ in range(args.steps):
+            grpo.model.load_state_dict(initial)
+            step_times.append(grpo.step(0)["time_step_s"])
+    med = {m: statistics.median(v) for m, v in phase.items()}
+    step = statistics.median(step_times)
+    extra = med["ict"] - med["grpo"]
     print(
-        f"\nICT extra statistics: {extra:.3f} s = {100 * extra / med['grpo']['time_step_s']:.1f}% "
-        "of a GRPO step (target <= 5%)"
+        f"preset {args.preset}: {batch.response_ids.shape[0]} responses, "
+        f"{int(batch.response_mask.sum())} response tokens; {args.repeats} repeats; "
+        f"{os.cpu_count()} CPUs\n"
+    )
+    print("| method | statistics + mask s (median) | selected fraction |")
+    print("|---|---|---|")
+    for m in configs:
+        print(f"| {m} | {med[m]:.4f} | {selected[m]:.3f} |")
+    print(f"\nGRPO step (median of {args.steps}): {step:.3f} s")
+    print(
+        f"ICT's extra statistics: {extra * 1000:.1f} ms = {100 * extra / step:.2f}% of a GRPO "
+        "step (target <= 5%)"
     )
 
 

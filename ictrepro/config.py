@@ -153,17 +153,18 @@ class RLSpec:
     computes the mask once, then makes ``ppo_epochs x mini_batches`` optimiser updates.
     """
 
-    steps: int = 30
-    prompts_per_step: int = 16
+    steps: int = 20
+    prompts_per_step: int = 8
     group_size: int = 8
-    max_new_tokens: int = 96
+    #: The tiny world's gold solutions are at most 44 tokens (its RL prompts' longest).
+    max_new_tokens: int = 64
     temperature: float = 1.0
     top_p: float = 1.0
     ppo_epochs: int = 1
     #: Optimiser updates per epoch; the step's groups are split evenly between them.
     mini_batches: int = 1
     #: Sequences per forward/backward pass (gradient accumulation); 0 = whole mini-batch.
-    micro_batch_size: int = 0
+    micro_batch_size: int = 32
     lr: float = 2e-4
     lr_warmup_steps: int = 2
     lr_schedule: str = "constant"
@@ -273,7 +274,7 @@ class TrainPreset:
     train_data: str = ""
 
 
-#: The tiny run is ~30 steps, so ICT's dense warm-up (paper: 10 of some hundreds of
+#: The tiny run is 20 steps, so ICT's dense warm-up (paper: 10 of some hundreds of
 #: steps) is scaled down to 3 steps, and the random control follows it.
 _TINY_WARMUP = {"ict": {"warmup_steps": 3}, "random": {"warmup_steps": 3}}
 

@@ -322,8 +322,11 @@ def test_chunked_and_unfused_statistics_equal_the_fused_whole_batch(prepared):
     assert group_chunks(batch, 1) == chunks  # never splits a group
     whole = rollout_statistics(model, batch, temperature=0.7, with_js=True)
     parts = concat_stats(
-        [rollout_statistics(model, batch.rows(c), temperature=0.7, with_js=True) for c in chunks]
+        [rollout_statistics(model, batch.rows(c), temperature=0.7, with_js=True) for c in chunks],
+        width=batch.response_ids.shape[1],
     )
+    assert batch.rows(slice(0, 2)).response_ids.shape[1] == 5  # trimmed to its longest response
+    assert batch.rows(slice(2, 4)).input_ids.shape[1] < batch.input_ids.shape[1]
     unfused = rollout_statistics(model, batch, temperature=0.7, with_js=True, fused=False)
     for other in (parts, unfused):
         for name in ("logprob", "entropy", "renyi2", "js"):

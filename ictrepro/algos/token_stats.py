@@ -250,11 +250,21 @@ def _chunks(
     """Yield (row ids, position slice) blocks that cover every response token once.
 
     With groups, a block is one group's rows by ``chunk_size`` positions (the group mean
-    needs all of them together); without, one row by ``chunk_size`` positions.
+    needs all of them together). Without, a block is as many consecutive rows as fit the
+    element budget with their whole response span (one row when even that is too much), so
+    a small vocabulary does not cost one tiny kernel call per row.
     """
     B = response_mask_BT.shape[0]
     if group_ids_B is None:
-        row_sets = [torch.tensor([b]) for b in range(B)]
+        active_B = response_mask_BT.any(dim=1)
+        cols = torch.nonzero(response_mask_BT.any(dim=0)).flatten()
+        if not bool(active_B.any()):
+            return
+        span = int(cols.max()) - int(cols.min()) + 1
+        per_block = (
+            1 if chunk_size is not None else max(1, DEFAULT_CHUNK_ELEMENTS // (span * vocab_size))
+        )
+        row_sets = [torch.arange(b, min(b + per_block, B)) for b in range(0, B, per_block)]
     else:
         row_sets = [torch.nonzero(group_ids_B == g).flatten() for g in torch.unique(group_ids_B)]
     for rows in row_sets:

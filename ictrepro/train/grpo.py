@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from accelerate import Accelerator
 from accelerate.utils import DistributedType
 from torch import Tensor
@@ -127,7 +128,25 @@ class RolloutBatch:
         return self.input_ids.shape[1] - self.response_ids.shape[1]
 
     def rows(self, index: slice) -> RolloutBatch:
-        return RolloutBatch(*(getattr(self, f)[index] for f in self.__dataclass_fields__))
+        """The rows ``index``, without the columns that are padding in all of them.
+
+        The batch is padded to its longest prompt and longest response; a chunk of rows
+        usually needs fewer columns, and the model's cost grows with every column kept.
+        Responses still start at the (new) ``prompt_width``; positions ids are unchanged.
+        """
+        sub = RolloutBatch(*(getattr(self, f)[index] for f in self.__dataclass_fields__))
+        first = int(torch.nonzero(sub.attention_mask.any(dim=0)).min())
+        width = max(1, int(sub.response_mask.sum(dim=1).max()))
+        P = self.prompt_width
+        return RolloutBatch(
+            sub.input_ids[:, first : P + width],
+            sub.attention_mask[:, first : P + width],
+            sub.position_ids[:, first : P + width],
+            sub.response_ids[:, :width],
+            sub.response_mask[:, :width],
+            sub.group_ids,
+            sub.rewards,
+        )
 
 
 def build_batch(
@@ -230,13 +249,15 @@ def group_chunks(batch: RolloutBatch, max_rows: int) -> list[slice]:
     return chunks
 
 
-def concat_stats(parts: list[TokenStats]) -> TokenStats:
-    js = None if parts[0].js is None else torch.cat([p.js for p in parts])  # type: ignore[misc]
+def concat_stats(parts: list[TokenStats], width: int) -> TokenStats:
+    """Stack per-chunk statistics, zero-padding each to ``width`` response columns."""
+
+    def cat(name: str) -> Tensor:
+        tensors = [getattr(p, name) for p in parts]
+        return torch.cat([F.pad(t, (0, width - t.shape[1])) for t in tensors])
+
     return TokenStats(
-        torch.cat([p.logprob for p in parts]),
-        torch.cat([p.entropy for p in parts]),
-        torch.cat([p.renyi2 for p in parts]),
-        js,
+        cat("logprob"), cat("entropy"), cat("renyi2"), None if parts[0].js is None else cat("js")
     )
 
 
@@ -372,46 +393,17 @@ class GRPOTrainer:
 
     def step(self, step: int) -> dict[str, Any]:
         """One training step (0-based ``step``); returns its metrics (global over ranks)."""
-        acc, rl = self.accelerator, self.rl
+        acc = self.accelerator
         sums = MetricSums()
         for name in ("loss", "grad_norm", "kl", "clip_fraction"):
             sums.add(name, 0.0, 0)  # present (null) on a skipped step too: same keys every line
         t0 = time.perf_counter()
-        share = rl.prompts_per_step // acc.num_processes
-        offset = acc.process_index * share
-        problems = [self.problems[i] for i in self.schedule.indices(step)[offset : offset + share]]
-        prompts = [render_prompt(p, self.tokenizer, style=rl.prompt_style) for p in problems]
-        completions = self.sampler.sample(
-            prompts,
-            rl.sampling,
-            seed=derive_seed(self.config.seed, "sample", step),
-            index_offset=offset,
-        )
+        problems, completions = self.sample(step)
         t1 = time.perf_counter()
-        rewards = self._rewards(problems, completions, sums)
-        prompt_ids = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
-        batch = build_batch(
-            prompt_ids, completions, rewards, self.tokenizer.pad_token_id, acc.device
-        )
-        advantages = group_advantages(
-            batch.rewards, batch.group_ids, normalize_std=rl.adv_normalize_std
-        )
+        batch, advantages = self.score(problems, completions, sums)
         t2 = time.perf_counter()
-
-        stats, ref_logprob = self._statistics(batch)
-        generator = torch.Generator().manual_seed(
-            derive_seed(self.config.seed, "select", step, acc.process_index)
-        )
-        inputs = SelectionInputs(
-            response_mask=batch.response_mask,
-            advantages=advantages,
-            logprob=stats.logprob,
-            entropy=stats.entropy,
-            js=stats.js,
-            step=step,
-            generator=generator,
-        )
-        mask = self.rule(inputs, **self.config.method_args)
+        stats, ref_logprob = self.statistics(batch)
+        mask = self.select(batch, advantages, stats, step)
         selection_metrics(sums, stats, mask, batch.response_mask)
         t3 = time.perf_counter()
 
@@ -442,6 +434,46 @@ class GRPOTrainer:
         )
         return metrics
 
+    def sample(self, step: int) -> tuple[list[Problem], list[list[Completion]]]:
+        """This process's prompts of ``step`` and their ``G`` completions each."""
+        rl = self.rl
+        share = rl.prompts_per_step // self.accelerator.num_processes
+        offset = self.accelerator.process_index * share
+        problems = [self.problems[i] for i in self.schedule.indices(step)[offset : offset + share]]
+        prompts = [render_prompt(p, self.tokenizer, style=rl.prompt_style) for p in problems]
+        seed = derive_seed(self.config.seed, "sample", step)
+        return problems, self.sampler.sample(prompts, rl.sampling, seed=seed, index_offset=offset)
+
+    def score(
+        self, problems: list[Problem], completions: list[list[Completion]], sums: MetricSums
+    ) -> tuple[RolloutBatch, Tensor]:
+        """Rewards from the verifier, packed into a batch, and the group advantages."""
+        rewards = self._rewards(problems, completions, sums)
+        prompts = [render_prompt(p, self.tokenizer, style=self.rl.prompt_style) for p in problems]
+        prompt_ids = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        pad = self.tokenizer.pad_token_id
+        batch = build_batch(prompt_ids, completions, rewards, pad, self.accelerator.device)
+        advantages = group_advantages(
+            batch.rewards, batch.group_ids, normalize_std=self.rl.adv_normalize_std
+        )
+        return batch, advantages
+
+    def select(
+        self, batch: RolloutBatch, advantages: Tensor, stats: TokenStats, step: int
+    ) -> Tensor:
+        """The method's token mask, bool ``[B, R]``."""
+        seed = derive_seed(self.config.seed, "select", step, self.accelerator.process_index)
+        inputs = SelectionInputs(
+            response_mask=batch.response_mask,
+            advantages=advantages,
+            logprob=stats.logprob,
+            entropy=stats.entropy,
+            js=stats.js,
+            step=step,
+            generator=torch.Generator().manual_seed(seed),
+        )
+        return self.rule(inputs, **self.config.method_args)
+
     @torch.no_grad()
     def _param_checksum_spread(self) -> float:
         """Max - min over processes of a parameter checksum: 0 while DDP keeps the replicas
@@ -451,7 +483,7 @@ class GRPOTrainer:
         gathered = self.accelerator.gather(checksum.to(self.accelerator.device)).cpu()
         return float(gathered.max() - gathered.min())
 
-    def _statistics(self, batch: RolloutBatch) -> tuple[TokenStats, Tensor | None]:
+    def statistics(self, batch: RolloutBatch) -> tuple[TokenStats, Tensor | None]:
         """Rollout-policy statistics and reference log-probs, in chunks of whole groups
         (``rl.micro_batch_size`` rows, rounded up to a group) so memory stays bounded."""
         acc = self.accelerator
@@ -468,8 +500,11 @@ class GRPOTrainer:
                 if self.reference is not None:
                     ref = rollout_statistics(self.reference, chunk, with_js=False, **kwargs)
                     ref_parts.append(ref.logprob)
-        ref_logprob = torch.cat(ref_parts) if ref_parts else None
-        return concat_stats(parts), ref_logprob
+        R = batch.response_ids.shape[1]
+        ref_logprob = (
+            torch.cat([F.pad(t, (0, R - t.shape[1])) for t in ref_parts]) if ref_parts else None
+        )
+        return concat_stats(parts, R), ref_logprob
 
     def _lr_at(self, step: int) -> float:
         return self.rl.lr * lr_lambda(self.rl.lr_warmup_steps, self.rl.steps, self.rl.lr_schedule)(
@@ -526,16 +561,16 @@ class GRPOTrainer:
                     last = j == len(micro_starts) - 1
                     sync = contextlib.nullcontext() if last else acc.no_sync(self.model)
                     with sync, acc.autocast():
-                        logprob = policy_logprobs(
-                            self.model, batch.rows(micro), temperature=self.temperature
-                        )
+                        chunk = batch.rows(micro)
+                        logprob = policy_logprobs(self.model, chunk, temperature=self.temperature)
+                        cols = (micro, slice(0, logprob.shape[1]))  # the chunk's trimmed width
                         loss, info = grpo_loss(
                             logprob,
-                            old_logprob[micro],
+                            old_logprob[cols],
                             advantages[micro],
-                            mask[micro],
-                            batch.response_mask[micro],
-                            ref_logprob_BT=None if ref_logprob is None else ref_logprob[micro],
+                            mask[cols],
+                            chunk.response_mask,
+                            ref_logprob_BT=None if ref_logprob is None else ref_logprob[cols],
                             clip_low=rl.clip_low,
                             clip_high=rl.clip_high,
                             kl_coef=rl.kl_coef,
