@@ -97,3 +97,50 @@ def test_two_processes_select_like_one(two_runs):
         # JS is a difference of float32 entropies (~6 nats here): absolute rounding ~1e-6.
         assert two["js_selected_mean"] == pytest.approx(one["js_selected_mean"], abs=2e-6)
     assert single[-1]["selected_fraction"] < 0.2  # ICT after its warm-up: ~10% per response
+
+
+CONFIGS = Path(__file__).parent.parent / "configs" / "accelerate"
+
+
+def test_shipped_accelerate_configs_parse():
+    import yaml
+
+    names = sorted(p.name for p in CONFIGS.glob("*.yaml"))
+    assert names == [
+        "1gpu.yaml",
+        "cpu-2proc.yaml",
+        "ddp-8gpu.yaml",
+        "fsdp-8gpu.yaml",
+        "multinode-2x8gpu.yaml",
+    ]
+    for path in CONFIGS.glob("*.yaml"):
+        config = yaml.safe_load(path.read_text())
+        assert {"distributed_type", "num_processes", "num_machines"} <= set(config), path.name
+        assert config["num_processes"] >= config["num_machines"], path.name
+
+
+@pytest.mark.slow
+def test_cli_under_accelerate_launch_with_the_shipped_cpu_config(tmp_path):
+    run_dir = tmp_path / "run"
+    prepare(prepare_preset("tiny-smoke", seed=0), run_dir, show_progress=False)
+    result = launch(
+        [
+            "--config_file",
+            str(CONFIGS / "cpu-2proc.yaml"),
+            "-m",
+            "ictrepro.cli",
+            "train",
+            "--method",
+            "ict",
+            "--preset",
+            "tiny-smoke",
+            "--run",
+            str(run_dir),
+            "--quiet",
+        ]
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = run_dir / "train" / "ict-seed0"
+    record = load_record(out, "train")
+    assert record["status"] == "done" and record["info"]["num_processes"] == 2
+    assert all(m["param_checksum_spread"] == 0.0 for m in read_metrics(out))
