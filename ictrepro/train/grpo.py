@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import math
 import shutil
 import time
@@ -317,6 +318,9 @@ class GRPOTrainer:
         show_progress: bool = True,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # per-file loading bars would break the display
 
         self.config, self.rl = config, config.rl
         self.rule = get_selection(config.method)
@@ -614,7 +618,15 @@ class GRPOTrainer:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
         acc.wait_for_everyone()
-        acc.save_state(str(tmp))
+        # accelerate warns that it drops the tied LM head from the safetensors file; the
+        # tie is restored on load (resume is tested to give bit-identical weights).
+        quiet = logging.getLogger("accelerate.utils.other")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            acc.save_state(str(tmp))
+        finally:
+            quiet.setLevel(level)
         acc.wait_for_everyone()
         if acc.is_main_process:
             state = {"completed_steps": completed_steps, "config_sha256": self.config.sha256()}
