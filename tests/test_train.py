@@ -159,6 +159,8 @@ def test_interrupted_run_resumes_to_the_same_result(run_dir, monkeypatch):
     out = reference.out_dir
     assert load_record(out, "train")["status"] == "running"
     assert [p.name for p in list_checkpoints(out / "checkpoints")] == ["step-000002"]
+    state = json.loads((out / "checkpoints" / "step-000002" / "trainer_state.json").read_text())
+    assert state["completed_steps"] == 2 and state["data_position"] == 4  # 2 prompts a step
     monkeypatch.setattr(grpo_module.GRPOTrainer, "step", original_step)
 
     with pytest.raises(RunDirConflict, match="--resume"):

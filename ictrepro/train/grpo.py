@@ -590,8 +590,9 @@ class GRPOTrainer:
                     raise TrainingDiverged(
                         f"step {step + 1}: the loss ({update_loss}) or the gradient norm "
                         f"({grad_norm}) is not finite; nothing of this step was saved, and the "
-                        f"last good checkpoint is in {self.checkpoint_dir()}. Lower rl.lr or "
-                        "rl.grad_clip, then continue with --resume"
+                        f"last good checkpoint is kept in {self.checkpoint_dir()}. Resuming "
+                        "would repeat this step; lower rl.lr or rl.grad_clip and start over "
+                        "with --force (a run cannot resume under a changed config)"
                     )
                 sums.add("loss", update_loss, 1)
                 sums.add("grad_norm", grad_norm, 1)
@@ -629,7 +630,12 @@ class GRPOTrainer:
             quiet.setLevel(level)
         acc.wait_for_everyone()
         if acc.is_main_process:
-            state = {"completed_steps": completed_steps, "config_sha256": self.config.sha256()}
+            state = {
+                "completed_steps": completed_steps,
+                # The data order is a function of the step; recorded for readers.
+                "data_position": completed_steps * self.rl.prompts_per_step,
+                "config_sha256": self.config.sha256(),
+            }
             atomic_write_json(tmp / TRAINER_STATE, state)
             shutil.rmtree(final, ignore_errors=True)
             tmp.replace(final)
