@@ -141,7 +141,7 @@ def prepare_preset(name: str, *, seed: int = 0) -> PrepareConfig:
 # ------------------------------------------------------------------------- training
 
 
-SAMPLERS = ("hf",)
+SAMPLERS = ("hf", "vllm")
 LR_SCHEDULES = ("constant", "cosine")
 
 

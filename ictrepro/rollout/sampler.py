@@ -53,10 +53,24 @@ class HFSampler:
         self.model = model
 
 
+SAMPLERS = ("hf", "vllm")
+
+
 def make_sampler(
-    name: str, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, batch_size: int
+    name: str,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    batch_size: int,
+    model_path: str | None = None,
 ) -> Sampler:
-    """The sampler backend ``name`` (``"hf"``); unknown names list the valid ones."""
+    """The sampler backend ``name`` (``"hf"`` or ``"vllm"``); unknown names list the valid
+    ones. The vLLM engine loads ``model_path`` (lazy import: an error says to install the
+    ``gpu`` extra when vLLM is missing)."""
     if name == "hf":
         return HFSampler(model, tokenizer, batch_size=batch_size)
-    raise ValueError(f"unknown sampler {name!r}; valid: hf")
+    if name == "vllm":
+        from ictrepro.rollout.vllm import VLLMSampler
+
+        return VLLMSampler(model_path or model.name_or_path)
+    raise ValueError(f"unknown sampler {name!r}; valid: {', '.join(SAMPLERS)}")

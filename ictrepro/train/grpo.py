@@ -360,6 +360,7 @@ class GRPOTrainer:
             accelerator.unwrap_model(self.model),
             self.tokenizer,
             batch_size=self.rl.sample_batch_size,
+            model_path=str(model_path),
         )
         self.schedule = PromptSchedule(len(problems), self.rl.prompts_per_step, config.seed)
         self.with_js = "js" in self.rule.needs or self.rl.log_js

@@ -1,0 +1,124 @@
+"""The sampler interface: the HF backend, and the vLLM backend's conversions with a fake engine.
+
+vLLM is never installed here; the fake engine mimics `vllm.LLM.generate` / `apply_model`
+and `RequestOutput` / `CompletionOutput` as the code uses them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from ictrepro.rollout.hf import Completion
+from ictrepro.rollout.params import SamplingParams
+from ictrepro.rollout.sampler import make_sampler
+from ictrepro.rollout.vllm import INSTALL_HINT, VLLMSampler, request_seed
+
+
+@dataclass
+class FakeParams:
+    n: int
+    temperature: float
+    top_p: float
+    max_tokens: int
+    seed: int
+
+
+@dataclass
+class FakeEngine:
+    """Returns, for request i, completions whose text names the prompt, seed and sample."""
+
+    calls: list = field(default_factory=list)
+    loaded: list = field(default_factory=list)
+
+    def generate(self, prompts, sampling_params, use_tqdm=True):
+        self.calls.append((list(prompts), list(sampling_params)))
+        outputs = []
+        for prompt, params in zip(prompts, sampling_params, strict=True):
+            samples = [
+                SimpleNamespace(
+                    text=f"{prompt}|{params.seed}|{j}",
+                    token_ids=[params.seed % 97, j],
+                    finish_reason="stop" if j % 2 == 0 else "length",
+                )
+                for j in range(params.n)
+            ]
+            outputs.append(SimpleNamespace(prompt=prompt, outputs=samples))
+        return outputs
+
+    def apply_model(self, fn):
+        model = SimpleNamespace(load_weights=lambda weights: self.loaded.append(list(weights)))
+        return fn(model)
+
+
+def test_vllm_requests_and_responses_are_converted():
+    engine = FakeEngine()
+    sampler = VLLMSampler(engine=engine, params_factory=FakeParams)
+    params = SamplingParams(n=3, temperature=0.7, top_p=0.9, max_new_tokens=50)
+    out = sampler.sample(["p0", "p1"], params, seed=11)
+    ((prompts, requests),) = engine.calls
+    assert prompts == ["p0", "p1"]
+    assert [(r.n, r.temperature, r.top_p, r.max_tokens) for r in requests] == [
+        (3, 0.7, 0.9, 50)
+    ] * 2
+    assert [r.seed for r in requests] == [request_seed(11, 0), request_seed(11, 1)]
+    assert len(set(r.seed for r in requests)) == 2
+    assert [[c.text for c in group] for group in out] == [
+        [f"p{i}|{request_seed(11, i)}|{j}" for j in range(3)] for i in range(2)
+    ]
+    assert out[0][0] == Completion(f"p0|{requests[0].seed}|0", (requests[0].seed % 97, 0), True)
+    assert [c.finished for c in out[1]] == [True, False, True]
+
+
+def test_vllm_seeds_follow_the_global_prompt_index():
+    """A process sampling the second half passes its offset and gets the same requests."""
+    whole, half = FakeEngine(), FakeEngine()
+    params = SamplingParams(n=2)
+    full = VLLMSampler(engine=whole, params_factory=FakeParams).sample(
+        ["a", "b", "c", "d"], params, seed=5
+    )
+    part = VLLMSampler(engine=half, params_factory=FakeParams).sample(
+        ["c", "d"], params, seed=5, index_offset=2
+    )
+    assert part == full[2:]
+
+
+def test_vllm_weight_push_sends_every_parameter():
+    engine = FakeEngine()
+    model = torch.nn.Linear(3, 2)
+    VLLMSampler(engine=engine, params_factory=FakeParams).update_weights(model)
+    (weights,) = engine.loaded
+    assert [name for name, _ in weights] == ["weight", "bias"]
+    assert torch.equal(weights[0][1], model.weight.detach())
+
+
+def test_vllm_wrong_number_of_outputs_is_an_error():
+    class Short(FakeEngine):
+        def generate(self, prompts, sampling_params, use_tqdm=True):
+            return super().generate(prompts, sampling_params)[:1]
+
+    with pytest.raises(RuntimeError, match="1 outputs for 2 prompts"):
+        VLLMSampler(engine=Short(), params_factory=FakeParams).sample(
+            ["a", "b"], SamplingParams(), seed=0
+        )
+
+
+def test_missing_vllm_says_to_install_the_gpu_extra():
+    pytest.importorskip("torch")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("vllm is installed here")
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[gpu\]'"):
+        VLLMSampler("some/model")
+    assert "gpu" in INSTALL_HINT
+
+
+def test_unknown_backend_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="unknown sampler 'jax'; valid: hf, vllm"):
+        make_sampler("jax", None, None, batch_size=1)  # type: ignore[arg-type]
