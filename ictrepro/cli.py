@@ -21,8 +21,6 @@ err_console = Console(stderr=True)
 
 #: Stages that later work fills in, with what each will do (shown in --help).
 PLANNED_STAGES = {
-    "sample": "Draw n samples per problem from a model (HF generate on CPU, vLLM on GPU).",
-    "eval": "Sample, verify and score every model of a run (pass@k per benchmark).",
     "report": "Tables beside the paper's numbers, and training-curve plots.",
     "check": "Verify the hash manifest of results/ (and optionally re-run and compare).",
     "reproduce": "Run every stage of a preset end to end, resuming where it stopped.",
@@ -131,6 +129,149 @@ def train(
         )
     except (RunDirConflict, TrainingDiverged, FileNotFoundError) as e:
         _fail(str(e))
+
+
+def _csv(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+@app.command("eval")
+def eval_(
+    run: Path = typer.Option(..., "--run", help="Run directory (prepared; trained models too)."),
+    benchmarks: str = typer.Option(
+        None, help="Comma-separated benchmarks (default: the seven tiny suites of the run)."
+    ),
+    models: str = typer.Option(
+        None, help="Comma-separated models: base, <method>-seed<s> (default: all finished)."
+    ),
+    data_dir: Path = typer.Option(
+        None, "--data-dir", help="Local folder of benchmark JSONL files (instead of the hub)."
+    ),
+    n: int = typer.Option(None, "--n", help="Samples per problem (default: the benchmark's)."),
+    backend: str = typer.Option("hf", help="Sampler: hf (CPU/GPU) or vllm (GPU)."),
+    seed: int = typer.Option(0, help="Sampling seed (the same for every model)."),
+    workers: int = typer.Option(2, help="Verifier worker processes (0 = in-process)."),
+    force: bool = typer.Option(False, "--force", help="Redo scores that are up to date."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
+) -> None:
+    """Sample, verify and score every model of a run (pass@k per benchmark).
+
+    Writes RUN/eval/<model>/<benchmark>.samples.jsonl (per problem: responses, verdicts)
+    and <benchmark>.score.json; up-to-date scores are skipped.
+    """
+    from ictrepro.stages.eval import evaluate_run
+
+    try:
+        evaluate_run(
+            run,
+            benchmarks=_csv(benchmarks),
+            models=_csv(models),
+            data_dir=data_dir,
+            n=n,
+            backend=backend,
+            seed=seed,
+            workers=workers,
+            force=force,
+            show_progress=not quiet,
+            console=Console(quiet=quiet),
+        )
+    except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
+        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
+
+
+@app.command()
+def sample(
+    model: Path = typer.Option(..., "--model", help="HF model directory (or hub id)."),
+    benchmark: str = typer.Option(..., help="Benchmark or tiny suite name."),
+    out: Path = typer.Option(
+        ..., "--out", help="JSONL to write: one {id, sample, response} line each."
+    ),
+    run: Path = typer.Option(None, "--run", help="Run directory (for the tiny suites)."),
+    data_dir: Path = typer.Option(
+        None, "--data-dir", help="Local folder of benchmark JSONL files."
+    ),
+    n: int = typer.Option(None, "--n", help="Samples per problem (default: the benchmark's)."),
+    backend: str = typer.Option("hf", help="Sampler: hf or vllm."),
+    seed: int = typer.Option(0, help="Sampling seed."),
+) -> None:
+    """Draw n samples per problem from a model (HF generate on CPU, vLLM on GPU).
+
+    The output is what `ictrepro score --responses` reads.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ictrepro.data.prompts import render_prompt
+    from ictrepro.io import atomic_write_jsonl
+    from ictrepro.rollout.sampler import make_sampler
+    from ictrepro.stages.eval import load_task
+
+    try:
+        task = load_task(benchmark, run_dir=run, data_dir=data_dir, n=n)
+        tokenizer = AutoTokenizer.from_pretrained(model)
+        policy = AutoModelForCausalLM.from_pretrained(model) if backend == "hf" else None
+        sampler = make_sampler(backend, policy, tokenizer, batch_size=128, model_path=str(model))
+    except (KeyError, ValueError, FileNotFoundError, OSError, ImportError) as e:
+        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
+    prompts = [render_prompt(p, tokenizer) for p in task.problems]
+    completions = sampler.sample(prompts, task.sampling, seed=seed)
+    atomic_write_jsonl(
+        out,
+        (
+            {"id": p.id, "sample": j, "response": c.text}
+            for p, group in zip(task.problems, completions, strict=True)
+            for j, c in enumerate(group)
+        ),
+    )
+    console.print(f"sample: {len(prompts)} problems x {task.sampling.n} -> {out}")
+
+
+@app.command()
+def score(
+    benchmark: str = typer.Option(..., help="Benchmark or tiny suite name."),
+    responses: Path = typer.Option(
+        ...,
+        "--responses",
+        help='JSONL: {"id": ..., "response": ...} per line; repeat ids for samples.',
+    ),
+    run: Path = typer.Option(None, "--run", help="Run directory (for the tiny suites)."),
+    data_dir: Path = typer.Option(
+        None, "--data-dir", help="Local folder of benchmark JSONL files."
+    ),
+    k: str = typer.Option("1,4", "--k", help="Comma-separated k of pass@k."),
+    out: Path = typer.Option(
+        None, "--out", help="Per-line verdicts JSONL (default: RESPONSES with .verdicts.jsonl)."
+    ),
+    workers: int = typer.Option(2, help="Verifier worker processes (0 = in-process)."),
+) -> None:
+    """Grade responses produced anywhere else with the project's verifier; print pass@k."""
+    from ictrepro.io import atomic_write_jsonl
+    from ictrepro.stages.eval import load_task, score_responses_file
+    from ictrepro.verify import Verifier
+
+    try:
+        ks = tuple(int(x) for x in _csv(k) or [])
+        if not ks or min(ks) < 1:
+            raise ValueError(f"--k must list integers >= 1, got {k!r}")
+        task = load_task(benchmark, run_dir=run, data_dir=data_dir)
+        task = type(task)(task.name, task.problems, task.sampling, ks)
+        with Verifier(workers=workers) as verifier:
+            result, lines, missing = score_responses_file(task, responses, verifier)
+    except (KeyError, ValueError, FileNotFoundError, OSError) as e:
+        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
+    verdict_path = out or responses.with_name(
+        responses.name.removesuffix(".jsonl") + ".verdicts.jsonl"
+    )
+    atomic_write_jsonl(verdict_path, lines)
+    table = Table(title=f"{benchmark}: {result.n_problems} problems scored")
+    for kk in ks:
+        table.add_column(f"pass@{kk}", justify="right")
+    table.add_row(*(f"{100 * v:.2f}" for v in result.pass_at.values()))
+    console.print(table)
+    if result.n_ungradable:
+        console.print(f"{result.n_ungradable} problems with an ungradable gold answer (not scored)")
+    if missing:
+        console.print(f"[yellow]{len(missing)} problems have no response (not scored)[/]")
+    console.print(f"verdicts: {dict(result.verdicts)} -> {verdict_path}")
 
 
 def _fail(message: str) -> None:

@@ -1,0 +1,375 @@
+"""``ictrepro eval``, ``ictrepro sample`` and ``ictrepro score``: sample, verify, pass@k.
+
+``eval`` scores every model of a run directory, the base model and each finished training
+run, on each benchmark, and writes::
+
+    RUN/eval/<model>/<benchmark>.samples.jsonl   per problem: id, responses, verdicts
+    RUN/eval/<model>/<benchmark>.score.json      pass@k, settings, verdict counts, hashes
+
+``<model>`` is ``base`` or ``<method>-seed<seed>``. A score file records the model's
+weights hash, the problems' hash and the settings; a re-run skips every (model, benchmark)
+whose record still matches, so an interrupted evaluation resumes where it stopped.
+
+Benchmarks are the tiny suites of the run (``RUN/data/test/<suite>.jsonl``) or the paper's
+benchmarks by name (``ictrepro.data.benchmarks``: the hub, or ``--data-dir``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ictrepro.config import EVAL_SUITES
+from ictrepro.data.prompts import render_prompt
+from ictrepro.data.records import Problem
+from ictrepro.evaluate.passk import pass_at_k
+from ictrepro.evaluate.score import grade_responses
+from ictrepro.io import atomic_write_json, atomic_write_jsonl, hash_outputs, read_jsonl, sha256_json
+from ictrepro.progress import progress_bar
+from ictrepro.rollout.params import SamplingParams
+from ictrepro.verify import GradeRequest, Verdict, count_verdicts
+
+#: The tiny suites' decoding: what `prepare`'s calibration uses.
+TINY_SETTINGS = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_new_tokens=96)
+TINY_KS = (1, 4)
+BASE = "base"
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    """One benchmark's problems and decoding settings (n samples, pass@k for each k)."""
+
+    name: str
+    problems: list[Problem]
+    sampling: SamplingParams
+    ks: tuple[int, ...]
+
+    def settings(self) -> dict[str, Any]:
+        return {"sampling": dataclasses.asdict(self.sampling), "ks": list(self.ks)}
+
+
+def benchmark_names() -> list[str]:
+    """Every name ``load_task`` accepts: the tiny suites and the paper's benchmarks."""
+    from ictrepro.data.benchmarks import BENCHMARKS
+
+    return [*EVAL_SUITES, *BENCHMARKS]
+
+
+def load_task(
+    name: str, *, run_dir: Path | None = None, data_dir: Path | None = None, n: int | None = None
+) -> EvalTask:
+    """The problems and settings of benchmark ``name``; ``n`` overrides the samples drawn."""
+    if name in EVAL_SUITES:
+        if run_dir is None:
+            raise ValueError(f"{name} is a tiny suite: it needs --run RUN_DIR (a prepared run)")
+        path = Path(run_dir) / "data" / "test" / f"{name}.jsonl"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path} does not exist; prepare the run first (`ictrepro prepare --out {run_dir}`)"
+            )
+        problems = [
+            Problem.from_json(r, where=f"{path}:{i + 1}") for i, r in enumerate(read_jsonl(path))
+        ]
+        sampling, ks = TINY_SETTINGS, TINY_KS
+    else:
+        from ictrepro.data.benchmarks import BENCHMARKS, load_benchmark
+
+        if name not in BENCHMARKS:
+            raise KeyError(f"unknown benchmark {name!r}; valid: {', '.join(benchmark_names())}")
+        spec = BENCHMARKS[name]
+        problems = load_benchmark(name, data_dir=data_dir)
+        sampling = SamplingParams(spec.n, spec.temperature, spec.top_p, spec.max_new_tokens)
+        ks = tuple(spec.ks)
+    if not problems:
+        raise ValueError(f"benchmark {name} has no problems")
+    if n is not None:
+        sampling = dataclasses.replace(sampling, n=n)
+    if sampling.n < max(ks):
+        raise ValueError(
+            f"{name}: pass@{max(ks)} needs at least {max(ks)} samples per problem, but n = "
+            f"{sampling.n}; raise --n"
+        )
+    return EvalTask(name, problems, sampling, ks)
+
+
+# ------------------------------------------------------------------------- scoring
+
+
+@dataclass(frozen=True)
+class BenchmarkScore:
+    """pass@k of one model on one benchmark, with the per-problem values behind it."""
+
+    pass_at: dict[int, float]
+    per_problem: dict[int, list[float]]
+    n_problems: int
+    n_ungradable: int
+    verdicts: dict[str, int]
+
+
+def score_problems(
+    verdicts: Sequence[Sequence[Verdict]], ids: Sequence[str], ks: Sequence[int]
+) -> BenchmarkScore:
+    """Unbiased pass@k per problem (each with its own n >= k) and their mean.
+
+    Problems whose gold answer is ungradable are left out and counted, never scored as 0.
+    """
+    per_problem: dict[int, list[float]] = {k: [] for k in ks}
+    ungradable = 0
+    for pid, vs in zip(ids, verdicts, strict=True):
+        if Verdict.UNGRADABLE in vs:
+            ungradable += 1
+            continue
+        for k in ks:
+            if len(vs) < k:
+                raise ValueError(
+                    f"problem {pid!r} has {len(vs)} samples; pass@{k} needs at least {k}"
+                )
+            per_problem[k].append(pass_at_k(len(vs), sum(v.is_correct for v in vs), k))
+    n = len(per_problem[ks[0]])
+    pass_at = {k: (sum(v) / n if n else float("nan")) for k, v in per_problem.items()}
+    counts = count_verdicts(v for vs in verdicts for v in vs)
+    return BenchmarkScore(pass_at, per_problem, n, ungradable, counts)
+
+
+# ---------------------------------------------------------------------------- eval
+
+
+def run_models(run_dir: Path) -> dict[str, Path]:
+    """``{"base": RUN/base_model, "<method>-seed<s>": .../final_model}`` of finished runs."""
+    from ictrepro.runs import load_record
+
+    models = {}
+    base = run_dir / "base_model"
+    if base.is_dir():
+        models[BASE] = base
+    train_root = run_dir / "train"
+    if train_root.is_dir():
+        for folder in sorted(p for p in train_root.iterdir() if p.is_dir()):
+            record = load_record(folder, "train")
+            if record is not None and record["status"] == "done":
+                models[folder.name] = folder / "final_model"
+    return models
+
+
+def _score_path(run_dir: Path, model: str, bench: str) -> Path:
+    return run_dir / "eval" / model / f"{bench}.score.json"
+
+
+def _is_current(path: Path, identity: dict[str, Any]) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return False
+    return record.get("identity") == identity
+
+
+def evaluate_run(
+    run_dir: Path,
+    *,
+    benchmarks: Sequence[str] | None = None,
+    models: Sequence[str] | None = None,
+    data_dir: Path | None = None,
+    n: int | None = None,
+    backend: str = "hf",
+    seed: int = 0,
+    workers: int = 2,
+    batch_size: int = 128,
+    force: bool = False,
+    show_progress: bool = True,
+    console: Console | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Evaluate the models of ``run_dir``; returns ``{model: {benchmark: score record}}``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from ictrepro.rollout.sampler import make_sampler
+    from ictrepro.verify import Verifier
+
+    hf_logging.disable_progress_bar()
+    console = console or Console(quiet=not show_progress)
+    run_dir = Path(run_dir)
+    available = run_models(run_dir)
+    if not available:
+        raise FileNotFoundError(f"{run_dir} has no base_model/ and no finished training run")
+    chosen = list(models) if models else list(available)
+    unknown = [m for m in chosen if m not in available]
+    if unknown:
+        raise KeyError(
+            f"no finished model {unknown} in {run_dir}; available: {', '.join(available)}"
+        )
+    names = list(benchmarks) if benchmarks else list(EVAL_SUITES)
+    tasks = [load_task(b, run_dir=run_dir, data_dir=data_dir, n=n) for b in names]
+    results: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    with Verifier(workers=workers) as verifier:
+        for model_name in chosen:
+            model_dir = available[model_name]
+            weights = hash_outputs(model_dir, ["."])
+            todo = []
+            for task in tasks:
+                identity = {
+                    "model_sha256": sha256_json(weights),
+                    "problems_sha256": sha256_json([p.to_json() for p in task.problems]),
+                    "settings": task.settings(),
+                    "seed": seed,
+                    "backend": backend,
+                }
+                path = _score_path(run_dir, model_name, task.name)
+                if not force and _is_current(path, identity):
+                    results[model_name][task.name] = json.loads(path.read_text(encoding="utf-8"))
+                else:
+                    todo.append((task, identity))
+            if not todo:
+                console.print(f"eval: {model_name} is up to date")
+                continue
+            tokenizer = AutoTokenizer.from_pretrained(model_dir)
+            model = AutoModelForCausalLM.from_pretrained(model_dir)
+            sampler = make_sampler(
+                backend, model, tokenizer, batch_size=batch_size, model_path=str(model_dir)
+            )
+            total = sum(len(t.problems) for t, _ in todo)
+            with progress_bar(f"eval {model_name}", total=total, enabled=show_progress) as advance:
+                for task, identity in todo:
+                    record = _evaluate_task(
+                        task,
+                        identity,
+                        sampler,
+                        tokenizer,
+                        verifier,
+                        run_dir,
+                        model_name,
+                        seed,
+                        advance,
+                    )
+                    results[model_name][task.name] = record
+    console.print(score_table(results, title=f"pass@k ({run_dir})"))
+    return dict(results)
+
+
+def _evaluate_task(
+    task: EvalTask,
+    identity: dict[str, Any],
+    sampler: Any,
+    tokenizer: Any,
+    verifier: Any,
+    run_dir: Path,
+    model_name: str,
+    seed: int,
+    advance: Any,
+) -> dict[str, Any]:
+    prompts = [render_prompt(p, tokenizer) for p in task.problems]
+    completions = []
+    chunk = 64  # problems per progress update (sampling batches within are the sampler's)
+    for start in range(0, len(prompts), chunk):
+        completions += sampler.sample(
+            prompts[start : start + chunk], task.sampling, seed=seed, index_offset=start
+        )
+        advance(min(chunk, len(prompts) - start))
+    responses = [[c.text for c in group] for group in completions]
+    verdicts = grade_responses(task.problems, responses, verifier)
+    ids = [p.id for p in task.problems]
+    score = score_problems(verdicts, ids, task.ks)
+    out = run_dir / "eval" / model_name
+    atomic_write_jsonl(
+        out / f"{task.name}.samples.jsonl",
+        (
+            {
+                "id": pid,
+                "responses": rs,
+                "verdicts": [v.value for v in vs],
+                "n_correct": sum(v.is_correct for v in vs),
+                "finished": [c.finished for c in group],
+            }
+            for pid, rs, vs, group in zip(ids, responses, verdicts, completions, strict=True)
+        ),
+    )
+    record = {
+        "benchmark": task.name,
+        "model": model_name,
+        "identity": identity,
+        "pass_at": {str(k): v for k, v in score.pass_at.items()},
+        "n_problems": score.n_problems,
+        "n_ungradable": score.n_ungradable,
+        "verdicts": score.verdicts,
+    }
+    atomic_write_json(_score_path(run_dir, model_name, task.name), record)
+    return record
+
+
+def score_table(results: dict[str, dict[str, dict[str, Any]]], *, title: str) -> Table:
+    """One row per model, pass@1 / pass@k per benchmark (percent)."""
+    benches = sorted({b for per in results.values() for b in per})
+    table = Table(title=title)
+    table.add_column("model", style="bold")
+    for b in benches:
+        table.add_column(b, justify="right")
+    for model, per in results.items():
+        cells = []
+        for b in benches:
+            rec = per.get(b)
+            if rec is None:
+                cells.append("missing")
+                continue
+            cells.append(" / ".join(f"{100 * v:.1f}" for v in rec["pass_at"].values()))
+        table.add_row(model, *cells)
+    return table
+
+
+# --------------------------------------------------------------------------- score
+
+
+def score_responses_file(
+    task: EvalTask, responses_path: Path, verifier: Any
+) -> tuple[BenchmarkScore, list[dict[str, Any]], list[str]]:
+    """Grade a JSONL file of ``{"id": ..., "response": ...}`` lines against ``task``.
+
+    Several lines may share an id (several samples). Returns the score over the problems
+    that have responses, one verdict record per line, and the ids without any response.
+    """
+    rows = read_jsonl(responses_path)
+    if not rows:
+        raise ValueError(f"{responses_path} has no responses")
+    by_id = {p.id: p for p in task.problems}
+    for i, row in enumerate(rows):
+        where = f"{responses_path}:{i + 1}"
+        for name in ("id", "response"):
+            if name not in row:
+                raise ValueError(f"{where}: missing field {name!r}")
+        if not isinstance(row["response"], str):
+            raise ValueError(f"{where}: field 'response' must be a string")
+        if str(row["id"]) not in by_id:
+            raise ValueError(
+                f"{where}: id {row['id']!r} is not a problem of {task.name} "
+                f"(ids look like {task.problems[0].id!r})"
+            )
+    requests = [
+        GradeRequest(row["response"], by_id[str(row["id"])].answer, _kind(by_id[str(row["id"])]))
+        for row in rows
+    ]
+    verdicts = verifier.grade_many(requests)
+    grouped: dict[str, list[Verdict]] = defaultdict(list)
+    for row, v in zip(rows, verdicts, strict=True):
+        grouped[str(row["id"])].append(v)
+    ids = [p.id for p in task.problems if p.id in grouped]
+    score = score_problems([grouped[i] for i in ids], ids, task.ks)
+    lines = [
+        {"line": i + 1, "id": str(row["id"]), "verdict": v.value, "correct": v.is_correct}
+        for i, (row, v) in enumerate(zip(rows, verdicts, strict=True))
+    ]
+    missing = [p.id for p in task.problems if p.id not in grouped]
+    return score, lines, missing
+
+
+def _kind(problem: Problem) -> str:
+    from ictrepro.data.prompts import answer_kind
+
+    return answer_kind(problem)

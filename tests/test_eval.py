@@ -1,0 +1,234 @@
+"""`ictrepro eval`, `sample` and `score` on the `tiny-smoke` world."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from ictrepro.cli import app
+from ictrepro.config import prepare_preset, train_preset
+from ictrepro.evaluate.passk import mean_pass_at_k
+from ictrepro.stages.eval import evaluate_run, load_task, run_models, score_problems
+from ictrepro.stages.prepare import prepare
+from ictrepro.stages.train import train
+from ictrepro.verify import Verdict
+
+SUITES = ["tiny-gsm8k", "tiny-mmlu-stem"]
+C, W, U = Verdict.CORRECT, Verdict.WRONG, Verdict.UNGRADABLE
+
+
+class Alternating:
+    def grade_many(self, requests):
+        return [C if i % 2 == 0 else W for i in range(len(requests))]
+
+    def close(self):
+        pass
+
+
+def flat(output: str) -> str:
+    return " ".join(output.split())
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("eval") / "run"
+    prepare(prepare_preset("tiny-smoke", seed=0), run_dir, show_progress=False)
+    config = train_preset("tiny-smoke", method="ict", overrides={"rl.steps": 1})
+    train(config, run_dir, show_progress=False, verifier=Alternating())
+    return run_dir
+
+
+@pytest.fixture
+def run_dir(trained, tmp_path):
+    target = tmp_path / "run"
+    shutil.copytree(trained, target)
+    return target
+
+
+def test_eval_scores_every_model_and_writes_samples(run_dir):
+    results = evaluate_run(run_dir, benchmarks=SUITES, workers=0, show_progress=False)
+    assert set(results) == {"base", "ict-seed0"} == set(run_models(run_dir))
+    for model, per in results.items():
+        for suite in SUITES:
+            record = per[suite]
+            rows = [
+                json.loads(x)
+                for x in (run_dir / "eval" / model / f"{suite}.samples.jsonl")
+                .read_text()
+                .splitlines()
+            ]
+            assert len(rows) == 8 and all(len(r["responses"]) == 4 for r in rows)
+            assert all(r["n_correct"] == r["verdicts"].count("correct") for r in rows)
+            # The score file's numbers are those recomputed from the per-problem samples.
+            for k in (1, 4):
+                expected = mean_pass_at_k([4] * 8, [r["n_correct"] for r in rows], k)
+                assert record["pass_at"][str(k)] == pytest.approx(expected)
+            assert record["identity"]["settings"]["sampling"]["n"] == 4
+
+
+def test_eval_rerun_skips_and_resumes_only_what_is_missing(run_dir):
+    evaluate_run(run_dir, benchmarks=SUITES, workers=0, show_progress=False)
+    scores = sorted((run_dir / "eval").rglob("*.score.json"))
+    mtimes = {p: p.stat().st_mtime_ns for p in scores}
+    evaluate_run(run_dir, benchmarks=SUITES, workers=0, show_progress=False)
+    assert {p: p.stat().st_mtime_ns for p in scores} == mtimes
+    victim = run_dir / "eval" / "base" / "tiny-gsm8k.score.json"
+    victim.unlink()  # as if the run had been interrupted before writing it
+    evaluate_run(run_dir, benchmarks=SUITES, workers=0, show_progress=False)
+    assert victim.exists()
+    assert {p: p.stat().st_mtime_ns for p in scores if p != victim} == {
+        p: m for p, m in mtimes.items() if p != victim
+    }
+
+
+def test_eval_same_seed_same_samples(run_dir):
+    first = evaluate_run(
+        run_dir, benchmarks=SUITES[:1], models=["base"], workers=0, show_progress=False
+    )
+    again = evaluate_run(
+        run_dir, benchmarks=SUITES[:1], models=["base"], workers=0, force=True, show_progress=False
+    )
+    assert first["base"]["tiny-gsm8k"]["pass_at"] == again["base"]["tiny-gsm8k"]["pass_at"]
+
+
+def test_sample_then_score_matches_eval(run_dir, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "responses.jsonl"
+    result = runner.invoke(
+        app,
+        [
+            "sample",
+            "--model",
+            str(run_dir / "base_model"),
+            "--benchmark",
+            "tiny-gsm8k",
+            "--run",
+            str(run_dir),
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(lines) == 8 * 4 and {"id", "sample", "response"} <= set(lines[0])
+    result = runner.invoke(
+        app,
+        [
+            "score",
+            "--benchmark",
+            "tiny-gsm8k",
+            "--run",
+            str(run_dir),
+            "--responses",
+            str(out),
+            "--workers",
+            "0",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    verdicts = [
+        json.loads(x) for x in (tmp_path / "responses.verdicts.jsonl").read_text().splitlines()
+    ]
+    assert len(verdicts) == 32 and verdicts[0]["line"] == 1
+    # The same seed gives the same samples as eval, so the same pass@1.
+    ours = evaluate_run(
+        run_dir, benchmarks=["tiny-gsm8k"], models=["base"], workers=0, show_progress=False
+    )
+    p1 = ours["base"]["tiny-gsm8k"]["pass_at"]["1"]
+    assert f"{100 * p1:.2f}" in flat(result.output)
+
+
+def test_score_problems_by_hand():
+    score = score_problems([[C, W, W, W], [C, C, W, W], [U, W, W, W]], ["a", "b", "c"], (1, 4))
+    assert score.n_problems == 2 and score.n_ungradable == 1
+    assert score.pass_at[1] == pytest.approx((0.25 + 0.5) / 2)
+    assert score.pass_at[4] == 1.0
+    # Different n per problem: 2 samples (1 correct) and 4 samples (0 correct).
+    assert score_problems([[C, W], [W] * 4], ["a", "b"], (1,)).pass_at[1] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="problem 'a' has 2 samples; pass@4 needs at least 4"):
+        score_problems([[C, W]], ["a"], (1, 4))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"id": "x", "response": "1"}\n{oops\n', "responses.jsonl:2"),
+        ('{"id": "tiny-gsm8k-test-00000"}\n', "missing field 'response'"),
+        ('{"id": "nope", "response": "1"}\n', "id 'nope' is not a problem of tiny-gsm8k"),
+        ("", "has no responses"),
+    ],
+)
+def test_score_bad_input_is_named(run_dir, tmp_path, content, message):
+    path = tmp_path / "responses.jsonl"
+    path.write_text(content)
+    result = CliRunner().invoke(
+        app,
+        [
+            "score",
+            "--benchmark",
+            "tiny-gsm8k",
+            "--run",
+            str(run_dir),
+            "--responses",
+            str(path),
+            "--workers",
+            "0",
+        ],
+    )
+    assert result.exit_code == 2
+    assert message in flat(result.output)
+
+
+def test_score_too_few_samples_for_k(run_dir, tmp_path):
+    task = load_task("tiny-gsm8k", run_dir=run_dir)
+    path = tmp_path / "responses.jsonl"
+    path.write_text(json.dumps({"id": task.problems[0].id, "response": "\\boxed{1}"}) + "\n")
+    result = CliRunner().invoke(
+        app,
+        [
+            "score",
+            "--benchmark",
+            "tiny-gsm8k",
+            "--run",
+            str(run_dir),
+            "--responses",
+            str(path),
+            "--workers",
+            "0",
+        ],
+    )
+    assert result.exit_code == 2 and "pass@4 needs at least 4" in flat(result.output)
+    ok = CliRunner().invoke(
+        app,
+        [
+            "score",
+            "--benchmark",
+            "tiny-gsm8k",
+            "--run",
+            str(run_dir),
+            "--responses",
+            str(path),
+            "--workers",
+            "0",
+            "--k",
+            "1",
+        ],
+    )
+    assert ok.exit_code == 0 and "7 problems have no response" in flat(ok.output)
+
+
+def test_eval_bad_input(run_dir):
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["eval", "--run", str(run_dir), "--models", "grpo-seed9", "--quiet"]
+    )
+    assert result.exit_code == 2 and "no finished model ['grpo-seed9']" in flat(result.output)
+    result = runner.invoke(
+        app, ["eval", "--run", str(run_dir), "--benchmarks", "tiny-gsm8k", "--n", "2", "--quiet"]
+    )
+    assert result.exit_code == 2 and "pass@4 needs at least 4 samples" in flat(result.output)
+    with pytest.raises(ValueError, match="needs --run"):
+        load_task("tiny-gsm8k")
