@@ -25,6 +25,7 @@ class FakeParams:
     top_p: float
     max_tokens: int
     seed: int
+    stop: list
 
 
 @dataclass
@@ -122,3 +123,29 @@ def test_missing_vllm_says_to_install_the_gpu_extra():
 def test_unknown_backend_lists_the_valid_ones():
     with pytest.raises(ValueError, match="unknown sampler 'jax'; valid: hf, vllm"):
         make_sampler("jax", None, None, batch_size=1)  # type: ignore[arg-type]
+
+
+def test_hf_stop_strings_end_and_cut_the_response(tmp_path_factory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ictrepro.config import prepare_preset
+    from ictrepro.rollout.hf import hf_generate
+    from ictrepro.stages.prepare import prepare
+
+    run_dir = tmp_path_factory.mktemp("stop") / "run"
+    prepare(prepare_preset("tiny-smoke", seed=0), run_dir, show_progress=False)
+    model = AutoModelForCausalLM.from_pretrained(run_dir / "base_model")
+    tok = AutoTokenizer.from_pretrained(run_dir / "base_model")
+    params = SamplingParams(n=4, temperature=1.0, max_new_tokens=24)
+    free = hf_generate(model, tok, ["a", "bb"], params, seed=3)
+    # Stop at a character that the free samples contain, so some responses are cut.
+    stop = next(ch for g in free for c in g for ch in c.text if ch.strip())
+    cut = hf_generate(model, tok, ["a", "bb"], params, seed=3, stop=[stop])
+    for free_group, cut_group in zip(free, cut, strict=True):
+        for f, c in zip(free_group, cut_group, strict=True):
+            assert stop not in c.text
+            if stop in f.text:  # same seed: identical up to the stop string
+                assert c.text == f.text[: f.text.index(stop)] and c.finished
+            else:
+                assert c.text == f.text
+            assert not c.token_ids or c.token_ids[-1] != tok.pad_token_id  # padding stripped

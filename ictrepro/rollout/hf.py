@@ -7,6 +7,7 @@ samples on a fixed platform without touching the caller's RNG stream.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -35,8 +36,13 @@ def hf_generate(
     seed: int,
     batch_size: int = 64,
     index_offset: int = 0,
+    stop: Sequence[str] = (),
 ) -> list[list[Completion]]:
     """``params.n`` completions for each prompt: ``result[i][j]`` is sample j of prompt i.
+
+    ``stop``: strings that end a response like EOS does (e.g. ``"\nQuestion:"`` for a
+    base model's plain prompt frame); the text is cut before the first one, which counts
+    as finished.
 
     ``batch_size`` counts sequences (prompts x n) per ``generate`` call. Each call is
     seeded from ``seed`` and the index of its first prompt plus ``index_offset``: a process
@@ -73,6 +79,7 @@ def hf_generate(
                 num_return_sequences=params.n,
                 eos_token_id=eos_id,
                 pad_token_id=tokenizer.pad_token_id,
+                **({"stop_strings": list(stop), "tokenizer": tokenizer} if stop else {}),
             )
             new_tokens = out[:, enc["input_ids"].shape[1] :].tolist()
             for i in range(len(chunk)):
@@ -81,6 +88,12 @@ def hf_generate(
                     finished = eos_id in ids
                     ids = ids[: ids.index(eos_id) + 1] if finished else ids
                     text = tokenizer.decode(ids, skip_special_tokens=True)
+                    cut = min((i for i in (text.find(x) for x in stop) if i >= 0), default=-1)
+                    if cut >= 0:
+                        # generate() pads a sequence that a stop string ended.
+                        while ids and ids[-1] == tokenizer.pad_token_id:
+                            ids = ids[:-1]
+                        text, finished = text[:cut], True
                     group.append(Completion(text, tuple(ids), finished))
                 results.append(group)
     model.train(was_training)

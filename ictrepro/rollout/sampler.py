@@ -7,6 +7,7 @@ so there is nothing to do; an inference engine (vLLM) must receive the new weigh
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -17,9 +18,17 @@ from ictrepro.rollout.params import SamplingParams
 
 class Sampler(Protocol):
     def sample(
-        self, prompts: list[str], params: SamplingParams, *, seed: int, index_offset: int = 0
+        self,
+        prompts: list[str],
+        params: SamplingParams,
+        *,
+        seed: int,
+        index_offset: int = 0,
+        stop: Sequence[str] = (),
     ) -> list[list[Completion]]:
-        """``result[i][j]``: completion j of prompt i (see ``hf_generate`` for the seeding)."""
+        """``result[i][j]``: completion j of prompt i, each ending at EOS or a ``stop`` string
+        (cut off). Seeds: see ``hf_generate`` (per call chunk) and ``VLLMSampler`` (per
+        request); both depend on the prompt's index plus ``index_offset``, not on the rank."""
         ...
 
     def update_weights(self, model: PreTrainedModel) -> None:
@@ -36,7 +45,13 @@ class HFSampler:
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
 
     def sample(
-        self, prompts: list[str], params: SamplingParams, *, seed: int, index_offset: int = 0
+        self,
+        prompts: list[str],
+        params: SamplingParams,
+        *,
+        seed: int,
+        index_offset: int = 0,
+        stop: Sequence[str] = (),
     ) -> list[list[Completion]]:
         return hf_generate(
             self.model,
@@ -46,6 +61,7 @@ class HFSampler:
             seed=seed,
             batch_size=self.batch_size,
             index_offset=index_offset,
+            stop=stop,
         )
 
     def update_weights(self, model: PreTrainedModel) -> None:

@@ -18,7 +18,7 @@ responses and the weight push. Written against vLLM 0.8-0.11 (the `gpu` extra pi
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ictrepro.rollout.hf import Completion
@@ -36,14 +36,18 @@ def request_seed(seed: int, index: int) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
-def to_request_kwargs(params: SamplingParams, seed: int) -> dict[str, Any]:
-    """Keyword arguments of ``vllm.SamplingParams`` for one prompt."""
+def to_request_kwargs(
+    params: SamplingParams, seed: int, stop: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.SamplingParams`` for one prompt (vLLM cuts the text
+    before a stop string, as the HF backend does)."""
     return {
         "n": params.n,
         "temperature": params.temperature,
         "top_p": params.top_p,
         "max_tokens": params.max_new_tokens,
         "seed": seed,
+        "stop": list(stop),
     }
 
 
@@ -88,10 +92,18 @@ class VLLMSampler:
         self.engine, self.params_factory = engine, params_factory
 
     def sample(
-        self, prompts: list[str], params: SamplingParams, *, seed: int, index_offset: int = 0
+        self,
+        prompts: list[str],
+        params: SamplingParams,
+        *,
+        seed: int,
+        index_offset: int = 0,
+        stop: Sequence[str] = (),
     ) -> list[list[Completion]]:
         requests = [
-            self.params_factory(**to_request_kwargs(params, request_seed(seed, index_offset + i)))
+            self.params_factory(
+                **to_request_kwargs(params, request_seed(seed, index_offset + i), stop)
+            )
             for i in range(len(prompts))
         ]
         outputs = self.engine.generate(prompts, sampling_params=requests, use_tqdm=False)
