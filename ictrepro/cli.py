@@ -200,7 +200,7 @@ def sample(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ictrepro.data.prompts import render_prompt
+    from ictrepro.data.prompts import render_prompt, stop_strings
     from ictrepro.io import atomic_write_jsonl
     from ictrepro.rollout.sampler import make_sampler
     from ictrepro.stages.eval import load_task
@@ -213,7 +213,7 @@ def sample(
     except (KeyError, ValueError, FileNotFoundError, OSError, ImportError) as e:
         _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
     prompts = [render_prompt(p, tokenizer) for p in task.problems]
-    completions = sampler.sample(prompts, task.sampling, seed=seed)
+    completions = sampler.sample(prompts, task.sampling, seed=seed, stop=stop_strings(tokenizer))
     atomic_write_jsonl(
         out,
         (

@@ -232,3 +232,13 @@ def test_eval_bad_input(run_dir):
     assert result.exit_code == 2 and "pass@4 needs at least 4 samples" in flat(result.output)
     with pytest.raises(ValueError, match="needs --run"):
         load_task("tiny-gsm8k")
+
+
+def test_stop_strings_only_for_the_plain_base_frame(run_dir):
+    from transformers import AutoTokenizer
+
+    from ictrepro.data.prompts import stop_strings
+
+    tok = AutoTokenizer.from_pretrained(run_dir / "base_model")
+    assert stop_strings(tok) == ()  # it has a chat template
+    assert stop_strings(tok, style="base") == ("\nQuestion:",)

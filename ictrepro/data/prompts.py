@@ -49,14 +49,25 @@ def render_prompt(
     if style not in ("auto", "chat", "base"):
         raise ValueError(f"unknown prompt style {style!r}; valid: auto, chat, base")
     message = user_message(problem)
-    use_chat = style == "chat" or (style == "auto" and getattr(tokenizer, "chat_template", None))
-    if use_chat:
+    if uses_chat(tokenizer, style):
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError("prompt style 'chat' needs a tokenizer with a chat template")
         return tokenizer.apply_chat_template(
             [{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True
         )
     return f"Question: {message}\nAnswer: "
+
+
+def uses_chat(tokenizer: PreTrainedTokenizerBase, style: PromptStyle = "auto") -> bool:
+    return style == "chat" or (style == "auto" and bool(getattr(tokenizer, "chat_template", None)))
+
+
+def stop_strings(
+    tokenizer: PreTrainedTokenizerBase, *, style: PromptStyle = "auto"
+) -> tuple[str, ...]:
+    """Strings that end a response besides EOS: a base model answering in the plain
+    ``Question/Answer`` frame tends to go on with the next question."""
+    return () if uses_chat(tokenizer, style) else ("\nQuestion:",)
 
 
 def response_suffix(tokenizer: PreTrainedTokenizerBase) -> str:

@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ictrepro.config import EVAL_SUITES
-from ictrepro.data.prompts import render_prompt
+from ictrepro.data.prompts import render_prompt, stop_strings
 from ictrepro.data.records import Problem
 from ictrepro.evaluate.passk import pass_at_k
 from ictrepro.evaluate.score import grade_responses
@@ -267,11 +267,12 @@ def _evaluate_task(
     advance: Any,
 ) -> dict[str, Any]:
     prompts = [render_prompt(p, tokenizer) for p in task.problems]
+    stop = stop_strings(tokenizer)
     completions = []
     chunk = 64  # problems per progress update (sampling batches within are the sampler's)
     for start in range(0, len(prompts), chunk):
         completions += sampler.sample(
-            prompts[start : start + chunk], task.sampling, seed=seed, index_offset=start
+            prompts[start : start + chunk], task.sampling, seed=seed, index_offset=start, stop=stop
         )
         advance(min(chunk, len(prompts) - start))
     responses = [[c.text for c in group] for group in completions]

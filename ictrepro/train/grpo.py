@@ -52,7 +52,7 @@ from ictrepro.algos.token_stats import (
     token_stats_from_hidden,
 )
 from ictrepro.config import TrainConfig
-from ictrepro.data.prompts import answer_kind, render_prompt
+from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
 from ictrepro.data.records import Problem
 from ictrepro.io import atomic_write_json
 from ictrepro.progress import progress_bar
@@ -447,7 +447,11 @@ class GRPOTrainer:
         problems = [self.problems[i] for i in self.schedule.indices(step)[offset : offset + share]]
         prompts = [render_prompt(p, self.tokenizer, style=rl.prompt_style) for p in problems]
         seed = derive_seed(self.config.seed, "sample", step)
-        return problems, self.sampler.sample(prompts, rl.sampling, seed=seed, index_offset=offset)
+        stop = stop_strings(self.tokenizer, style=rl.prompt_style)
+        completions = self.sampler.sample(
+            prompts, rl.sampling, seed=seed, index_offset=offset, stop=stop
+        )
+        return problems, completions
 
     def score(
         self, problems: list[Problem], completions: list[list[Completion]], sums: MetricSums
