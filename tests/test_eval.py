@@ -242,3 +242,20 @@ def test_stop_strings_only_for_the_plain_base_frame(run_dir):
     tok = AutoTokenizer.from_pretrained(run_dir / "base_model")
     assert stop_strings(tok) == ()  # it has a chat template
     assert stop_strings(tok, style="base") == ("\nQuestion:",)
+
+
+def test_paper_benchmarks_from_a_local_folder_and_bad_names(tmp_path):
+    from ictrepro.io import atomic_write_jsonl
+
+    folder = tmp_path / "benchmarks" / "aime24"
+    atomic_write_jsonl(
+        folder / "test.jsonl",
+        ({"id": f"aime-{i}", "problem": f"Compute {i}+1.", "answer": str(i + 1)} for i in range(3)),
+    )
+    task = load_task("aime24", data_dir=tmp_path / "benchmarks")
+    assert [p.answer for p in task.problems] == ["1", "2", "3"]
+    assert task.sampling.n == 16 and max(task.ks) <= task.sampling.n
+    with pytest.raises(KeyError, match="'nope' is unknown; valid: tiny-gsm8k.*math500"):
+        load_task("nope")
+    with pytest.raises(KeyError, match="'gsm8k_train' is a training set"):
+        load_task("gsm8k_train")

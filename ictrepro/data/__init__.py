@@ -1,1 +1,1 @@
-"""Problem records, the synthetic task suites of the CPU scale, and (later) benchmark loaders."""
+"""Problem records, the synthetic task suites of the CPU scale, and the benchmark loaders."""

@@ -60,7 +60,7 @@ def benchmark_names() -> list[str]:
     """Every name ``load_task`` accepts: the tiny suites and the paper's benchmarks."""
     from ictrepro.data.benchmarks import BENCHMARKS
 
-    return [*EVAL_SUITES, *BENCHMARKS]
+    return [*EVAL_SUITES, *(n for n, spec in BENCHMARKS.items() if spec.is_evaluation)]
 
 
 def load_task(
@@ -82,8 +82,11 @@ def load_task(
     else:
         from ictrepro.data.benchmarks import BENCHMARKS, load_benchmark
 
-        if name not in BENCHMARKS:
-            raise KeyError(f"unknown benchmark {name!r}; valid: {', '.join(benchmark_names())}")
+        if name not in BENCHMARKS or not BENCHMARKS[name].is_evaluation:
+            kind = (
+                "a training set, not an evaluation benchmark" if name in BENCHMARKS else "unknown"
+            )
+            raise KeyError(f"benchmark {name!r} is {kind}; valid: {', '.join(benchmark_names())}")
         spec = BENCHMARKS[name]
         problems = load_benchmark(name, data_dir=data_dir)
         sampling = SamplingParams(spec.n, spec.temperature, spec.top_p, spec.max_new_tokens)
