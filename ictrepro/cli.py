@@ -244,6 +244,8 @@ def score(
     workers: int = typer.Option(2, help="Verifier worker processes (0 = in-process)."),
 ) -> None:
     """Grade responses produced anywhere else with the project's verifier; print pass@k."""
+    import dataclasses
+
     from ictrepro.io import atomic_write_jsonl
     from ictrepro.stages.eval import load_task, score_responses_file
     from ictrepro.verify import Verifier
@@ -253,7 +255,7 @@ def score(
         if not ks or min(ks) < 1:
             raise ValueError(f"--k must list integers >= 1, got {k!r}")
         task = load_task(benchmark, run_dir=run, data_dir=data_dir)
-        task = type(task)(task.name, task.problems, task.sampling, ks)
+        task = dataclasses.replace(task, ks=ks)
         with Verifier(workers=workers) as verifier:
             result, lines, missing = score_responses_file(task, responses, verifier)
     except (KeyError, ValueError, FileNotFoundError, OSError) as e:
