@@ -149,6 +149,9 @@ def eval_(
     ),
     n: int = typer.Option(None, "--n", help="Samples per problem (default: the benchmark's)."),
     backend: str = typer.Option("hf", help="Sampler: hf (CPU/GPU) or vllm (GPU)."),
+    harness: str = typer.Option(
+        "ours", help="ours (the project's sampler) or lm-eval (the tasks/ of lm-eval)."
+    ),
     seed: int = typer.Option(0, help="Sampling seed (the same for every model)."),
     workers: int = typer.Option(2, help="Verifier worker processes (0 = in-process)."),
     force: bool = typer.Option(False, "--force", help="Redo scores that are up to date."),
@@ -169,6 +172,7 @@ def eval_(
             data_dir=data_dir,
             n=n,
             backend=backend,
+            harness=harness,
             seed=seed,
             workers=workers,
             force=force,

@@ -259,3 +259,34 @@ def test_paper_benchmarks_from_a_local_folder_and_bad_names(tmp_path):
         load_task("nope")
     with pytest.raises(KeyError, match="'gsm8k_train' is a training set"):
         load_task("gsm8k_train")
+
+
+def test_eval_through_lm_eval_matches_our_scoring_of_the_same_samples(run_dir):
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--run",
+            str(run_dir),
+            "--harness",
+            "lm-eval",
+            "--models",
+            "base",
+            "--benchmarks",
+            "tiny-gsm8k,tiny-mmlu-stem",
+            "--workers",
+            "0",
+            "--quiet",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    for suite in SUITES:
+        record = json.loads((run_dir / "eval" / "base" / f"{suite}.score.json").read_text())
+        assert record["identity"]["backend"] == "lm-eval"
+        # lm-eval's own pass@k (its process_results) equals ours on the very same samples.
+        for k in ("1", "4"):
+            assert record["lm_eval_pass_at"][k] == pytest.approx(record["pass_at"][k], abs=1e-12)
+        rows = (run_dir / "eval" / "base" / f"{suite}.samples.jsonl").read_text().splitlines()
+        assert len(rows) == 8 and all(len(json.loads(r)["responses"]) == 4 for r in rows)
+    bad = CliRunner().invoke(app, ["eval", "--run", str(run_dir), "--harness", "helm", "--quiet"])
+    assert bad.exit_code == 2 and "unknown harness 'helm'; valid: ours, lm-eval" in flat(bad.output)

@@ -1,1 +1,1 @@
-"""Scoring: the pass@k estimator and (later) benchmark scoring and the lm-eval bridge."""
+"""Scoring: the pass@k estimator, benchmark scoring, aggregation over seeds, the lm-eval bridge."""

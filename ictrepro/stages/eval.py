@@ -41,6 +41,7 @@ from ictrepro.verify import GradeRequest, Verdict, count_verdicts
 TINY_SETTINGS = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_new_tokens=96)
 TINY_KS = (1, 4)
 BASE = "base"
+HARNESSES = ("ours", "lm-eval")
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,7 @@ def evaluate_run(
     data_dir: Path | None = None,
     n: int | None = None,
     backend: str = "hf",
+    harness: str = "ours",
     seed: int = 0,
     workers: int = 2,
     batch_size: int = 128,
@@ -191,7 +193,14 @@ def evaluate_run(
     show_progress: bool = True,
     console: Console | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Evaluate the models of ``run_dir``; returns ``{model: {benchmark: score record}}``."""
+    """Evaluate the models of ``run_dir``; returns ``{model: {benchmark: score record}}``.
+
+    ``harness="lm-eval"`` draws the samples with lm-eval and the tasks of ``tasks/``
+    (HF backend) instead of the project's sampler; grading and files are the same, and the
+    score file also keeps lm-eval's own pass@k (``lm_eval_pass_at``).
+    """
+    if harness not in HARNESSES:
+        raise ValueError(f"unknown harness {harness!r}; valid: {', '.join(HARNESSES)}")
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -224,7 +233,7 @@ def evaluate_run(
                     "problems_sha256": sha256_json([p.to_json() for p in task.problems]),
                     "settings": task.settings(),
                     "seed": seed,
-                    "backend": backend,
+                    "backend": backend if harness == "ours" else "lm-eval",
                 }
                 path = _score_path(run_dir, model_name, task.name)
                 if not force and _is_current(path, identity):
@@ -234,41 +243,34 @@ def evaluate_run(
             if not todo:
                 console.print(f"eval: {model_name} is up to date")
                 continue
-            tokenizer = AutoTokenizer.from_pretrained(model_dir)
-            model = AutoModelForCausalLM.from_pretrained(model_dir)
-            sampler = make_sampler(
-                backend, model, tokenizer, batch_size=batch_size, model_path=str(model_dir)
-            )
+            if harness == "ours":
+                tokenizer = AutoTokenizer.from_pretrained(model_dir)
+                model = AutoModelForCausalLM.from_pretrained(model_dir)
+                sampler = make_sampler(
+                    backend, model, tokenizer, batch_size=batch_size, model_path=str(model_dir)
+                )
             total = sum(len(t.problems) for t, _ in todo)
             with progress_bar(f"eval {model_name}", total=total, enabled=show_progress) as advance:
                 for task, identity in todo:
-                    record = _evaluate_task(
-                        task,
-                        identity,
-                        sampler,
-                        tokenizer,
-                        verifier,
-                        run_dir,
-                        model_name,
-                        seed,
-                        advance,
+                    extra = None
+                    if harness == "ours":
+                        responses, finished = _sample_ours(task, sampler, tokenizer, seed, advance)
+                    else:
+                        responses, lm_pass_at = _sample_lm_eval(
+                            task, model_dir, run_dir, data_dir, seed, advance
+                        )
+                        finished, extra = None, {"lm_eval_pass_at": lm_pass_at}
+                    results[model_name][task.name] = _write_task_result(
+                        task, identity, responses, finished, verifier, run_dir, model_name, extra
                     )
-                    results[model_name][task.name] = record
     console.print(score_table(results, title=f"pass@k ({run_dir})"))
     return dict(results)
 
 
-def _evaluate_task(
-    task: EvalTask,
-    identity: dict[str, Any],
-    sampler: Any,
-    tokenizer: Any,
-    verifier: Any,
-    run_dir: Path,
-    model_name: str,
-    seed: int,
-    advance: Any,
-) -> dict[str, Any]:
+def _sample_ours(
+    task: EvalTask, sampler: Any, tokenizer: Any, seed: int, advance: Any
+) -> tuple[list[list[str]], list[list[bool]]]:
+    """Responses and their finished flags from the project's sampler."""
     prompts = [render_prompt(p, tokenizer) for p in task.problems]
     stop = stop_strings(tokenizer)
     completions = []
@@ -278,7 +280,57 @@ def _evaluate_task(
             prompts[start : start + chunk], task.sampling, seed=seed, index_offset=start, stop=stop
         )
         advance(min(chunk, len(prompts) - start))
-    responses = [[c.text for c in group] for group in completions]
+    return [[c.text for c in g] for g in completions], [
+        [c.finished for c in g] for g in completions
+    ]
+
+
+def lm_eval_task_name(benchmark: str) -> str:
+    """The task of ``tasks/`` for a benchmark: ``tiny-gsm8k`` -> ``ictrepro_tiny_gsm8k``."""
+    return "ictrepro_" + benchmark.replace("-", "_")
+
+
+def _sample_lm_eval(
+    task: EvalTask, model_dir: Path, run_dir: Path, data_dir: Path | None, seed: int, advance: Any
+) -> tuple[list[list[str]], dict[str, float]]:
+    """Responses drawn by lm-eval with the task of ``tasks/``, in the task's problem order,
+    and lm-eval's own pass@k (kept in the score file beside ours)."""
+    import torch
+
+    from ictrepro.evaluate.lm_eval_bridge import run_lm_eval
+
+    name = lm_eval_task_name(task.name)
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # lm-eval's HF model asks for cuda
+    result = run_lm_eval(
+        model_dir,
+        [name],
+        run_dir=run_dir,
+        data_dir=data_dir,
+        seed=seed,
+        repeats=task.sampling.n,
+        device=device,
+    )[name]
+    by_id = {s.id: list(s.responses) for s in result.problems}
+    missing = [p.id for p in task.problems if p.id not in by_id]
+    if missing:
+        raise RuntimeError(
+            f"lm-eval returned no samples for {len(missing)} problems of {task.name}"
+        )
+    advance(len(task.problems))
+    return [by_id[p.id] for p in task.problems], {str(k): v for k, v in result.pass_at.items()}
+
+
+def _write_task_result(
+    task: EvalTask,
+    identity: dict[str, Any],
+    responses: list[list[str]],
+    finished: list[list[bool]] | None,
+    verifier: Any,
+    run_dir: Path,
+    model_name: str,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Grade the responses with the project's verifier and write samples and score files."""
     verdicts = grade_responses(task.problems, responses, verifier)
     ids = [p.id for p in task.problems]
     score = score_problems(verdicts, ids, task.ks)
@@ -291,9 +343,9 @@ def _evaluate_task(
                 "responses": rs,
                 "verdicts": [v.value for v in vs],
                 "n_correct": sum(v.is_correct for v in vs),
-                "finished": [c.finished for c in group],
+                **({"finished": finished[i]} if finished is not None else {}),
             }
-            for pid, rs, vs, group in zip(ids, responses, verdicts, completions, strict=True)
+            for i, (pid, rs, vs) in enumerate(zip(ids, responses, verdicts, strict=True))
         ),
     )
     record = {
@@ -304,6 +356,7 @@ def _evaluate_task(
         "n_problems": score.n_problems,
         "n_ungradable": score.n_ungradable,
         "verdicts": score.verdicts,
+        **(extra or {}),
     }
     atomic_write_json(_score_path(run_dir, model_name, task.name), record)
     return record
