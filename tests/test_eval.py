@@ -255,7 +255,7 @@ def test_paper_benchmarks_from_a_local_folder_and_bad_names(tmp_path):
     task = load_task("aime24", data_dir=tmp_path / "benchmarks")
     assert [p.answer for p in task.problems] == ["1", "2", "3"]
     assert task.sampling.n == 16 and max(task.ks) <= task.sampling.n
-    with pytest.raises(KeyError, match="'nope' is unknown; valid: tiny-gsm8k.*math500"):
+    with pytest.raises(KeyError, match=r"'nope' is unknown; valid: tiny-gsm8k.*math500"):
         load_task("nope")
     with pytest.raises(KeyError, match="'gsm8k_train' is a training set"):
         load_task("gsm8k_train")
