@@ -23,7 +23,6 @@ err_console = Console(stderr=True)
 PLANNED_STAGES = {
     "report": "Tables beside the paper's numbers, and training-curve plots.",
     "check": "Verify the hash manifest of results/ (and optionally re-run and compare).",
-    "reproduce": "Run every stage of a preset end to end, resuming where it stopped.",
     "compare": "Train and evaluate a new selection rule against the stored baselines.",
 }
 
@@ -128,6 +127,48 @@ def train(
             console=Console(quiet=quiet),
         )
     except (RunDirConflict, TrainingDiverged, FileNotFoundError) as e:
+        _fail(str(e))
+
+
+@app.command()
+def reproduce(
+    preset: str = typer.Option("tiny", help="Named preset: tiny, tiny-smoke, paper-0.5b, ..."),
+    out: Path = typer.Option(None, "--out", help="Run directory (default: runs/<preset>)."),
+    methods: str = typer.Option(
+        "grpo,entropy,stapo,ict,random", help="Comma-separated token-selection rules."
+    ),
+    seeds: str = typer.Option("0,1,2", help="Comma-separated training seeds."),
+    jobs: int = typer.Option(1, help="Training runs at a time (each in its own process)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and stop."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
+) -> None:
+    """Run every stage of a preset end to end, resuming where it stopped.
+
+    prepare -> train (every method x seed) -> eval (base + trained) -> report. Finished
+    stages and runs are skipped when their inputs are unchanged.
+    """
+    from ictrepro.stages.reproduce import make_plan
+    from ictrepro.stages.reproduce import reproduce as run_reproduce
+
+    try:
+        if not all(s.lstrip("-").isdigit() for s in _csv(seeds) or [""]):
+            raise ValueError(f"--seeds must be comma-separated integers, e.g. 0,1,2; got {seeds!r}")
+        seed_list = [int(s) for s in _csv(seeds) or []]
+        plan = make_plan(
+            preset, out or Path("runs") / preset, methods=_csv(methods) or [], seeds=seed_list
+        )
+    except (KeyError, ValueError) as e:
+        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
+    if dry_run:
+        for line in plan.describe():
+            console.print(line, highlight=False)
+        return
+    from ictrepro.runs import RunDirConflict
+    from ictrepro.train.grpo import TrainingDiverged
+
+    try:
+        run_reproduce(plan, jobs=jobs, show_progress=not quiet, console=Console(quiet=quiet))
+    except (NotImplementedError, RunDirConflict, TrainingDiverged, RuntimeError, ValueError) as e:
         _fail(str(e))
 
 

@@ -1,0 +1,101 @@
+"""`ictrepro reproduce` on the seconds-scale `tiny-smoke` preset."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from ictrepro.cli import app
+from ictrepro.runs import load_record
+from ictrepro.stages.reproduce import make_plan, reproduce
+
+
+def flat(output: str) -> str:
+    return " ".join(output.split())
+
+
+def stamps(run_dir):
+    """mtime of every stage record and score file."""
+    paths = [run_dir / "prepare.json", *run_dir.glob("train/*/train.json")]
+    paths += list(run_dir.glob("eval/*/*.score.json"))
+    return {p: p.stat().st_mtime_ns for p in paths}
+
+
+@pytest.fixture(scope="module")
+def reproduced(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("repro") / "run"
+    plan = make_plan("tiny-smoke", run_dir, methods=("grpo", "ict"), seeds=(0,))
+    times = reproduce(plan, show_progress=False)
+    return run_dir, times
+
+
+def test_every_stage_runs(reproduced):
+    run_dir, times = reproduced
+    assert load_record(run_dir, "prepare")["status"] == "done"
+    for name in ("grpo-seed0", "ict-seed0"):
+        assert load_record(run_dir / "train" / name, "train")["status"] == "done"
+    for model in ("base", "grpo-seed0", "ict-seed0"):
+        scores = sorted(p.name for p in (run_dir / "eval" / model).glob("*.score.json"))
+        assert len(scores) == 7
+    assert set(times) >= {"prepare_s", "train_s", "eval_s", "report_s", "total_s"}
+
+
+def test_rerun_skips_everything_and_resumes_what_is_missing(reproduced, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(reproduced[0], run_dir)
+    plan = make_plan("tiny-smoke", run_dir, methods=("grpo", "ict"), seeds=(0,))
+    before = stamps(run_dir)
+    reproduce(plan, show_progress=False)
+    assert stamps(run_dir) == before
+    # An interruption: one training run lost its final record, one score is missing.
+    shutil.rmtree(run_dir / "train" / "ict-seed0")
+    (run_dir / "eval" / "base" / "tiny-gsm8k.score.json").unlink()
+    reproduce(plan, show_progress=False)
+    after = stamps(run_dir)
+    redone = {p for p in after if before.get(p) != after[p]}
+    assert run_dir / "eval" / "base" / "tiny-gsm8k.score.json" in redone
+    assert run_dir / "train" / "ict-seed0" / "train.json" in redone
+    assert run_dir / "prepare.json" not in redone
+    assert run_dir / "train" / "grpo-seed0" / "train.json" not in redone
+    assert run_dir / "eval" / "grpo-seed0" / "tiny-gsm8k.score.json" not in redone
+
+
+def test_parallel_jobs_train_in_subprocesses(reproduced, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(reproduced[0], run_dir, ignore=shutil.ignore_patterns("train", "eval"))
+    plan = make_plan("tiny-smoke", run_dir, methods=("grpo", "ict"), seeds=(0,))
+    reproduce(plan, jobs=2, show_progress=False)
+    for name in ("grpo-seed0", "ict-seed0"):
+        record = load_record(run_dir / "train" / name, "train")
+        assert record["status"] == "done"
+        assert (run_dir / "logs" / f"train-{name}.log").is_file()
+    lines = (run_dir / "train" / "ict-seed0" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [1, 2, 3]
+
+
+def test_dry_run_prints_the_plan():
+    result = CliRunner().invoke(app, ["reproduce", "--preset", "tiny", "--dry-run"])
+    assert result.exit_code == 0
+    text = flat(result.output)
+    assert "2. train: 15 runs (5 methods x 3 seeds)" in text
+    assert "16 models (base + trained) x 7 benchmarks = 28,672 sampled responses" in text
+    result = CliRunner().invoke(app, ["reproduce", "--preset", "paper-7b", "--dry-run"])
+    assert result.exit_code == 0 and "NOT AVAILABLE for paper-7b" in flat(result.output)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--preset", "huge"], "unknown preset 'huge'; valid: tiny"),
+        (["--methods", "grpo,nope"], "unknown token-selection method 'nope'"),
+        (["--seeds", "a"], "--seeds must be comma-separated integers"),
+        (["--preset", "paper-0.5b"], "paper-scale prepare stage"),
+    ],
+)
+def test_bad_input(args, message, tmp_path):
+    result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--quiet", *args])
+    assert result.exit_code == 2
+    assert message in flat(result.output)
