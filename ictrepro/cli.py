@@ -21,7 +21,6 @@ err_console = Console(stderr=True)
 
 #: Stages that later work fills in, with what each will do (shown in --help).
 PLANNED_STAGES = {
-    "report": "Tables beside the paper's numbers, and training-curve plots.",
     "check": "Verify the hash manifest of results/ (and optionally re-run and compare).",
     "compare": "Train and evaluate a new selection rule against the stored baselines.",
 }
@@ -128,6 +127,34 @@ def train(
         )
     except (RunDirConflict, TrainingDiverged, FileNotFoundError) as e:
         _fail(str(e))
+
+
+@app.command()
+def report(
+    run: Path = typer.Option(..., "--run", help="Run directory with training and eval results."),
+    out: Path = typer.Option(None, "--out", help="Where to write (default: RUN/report)."),
+    focus: str = typer.Option("ict", help="The method whose gains are reported."),
+    baselines: str = typer.Option("grpo,entropy,stapo", help="Comma-separated baselines."),
+    quiet: bool = typer.Option(False, "--quiet", help="No tables in the terminal."),
+) -> None:
+    """Tables beside the paper's numbers, gains over the baselines, and training-curve plots.
+
+    Writes report.md, summary.json and plots/*.png; every number is recomputed from the
+    per-problem samples of `ictrepro eval`.
+    """
+    from ictrepro.results.paper import PaperDataError
+    from ictrepro.results.report import build_report
+
+    try:
+        build_report(
+            run,
+            out_dir=out,
+            focus=focus,
+            baselines=tuple(_csv(baselines) or ()),
+            console=Console(quiet=quiet),
+        )
+    except (KeyError, ValueError, FileNotFoundError, PaperDataError) as e:
+        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
 
 
 @app.command()

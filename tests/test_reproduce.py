@@ -41,6 +41,20 @@ def test_every_stage_runs(reproduced):
         scores = sorted(p.name for p in (run_dir / "eval" / model).glob("*.score.json"))
         assert len(scores) == 7
     assert set(times) >= {"prepare_s", "train_s", "eval_s", "report_s", "total_s"}
+    report = (run_dir / "report" / "report.md").read_text()
+    assert "Not the paper's scale" in report and "ICT" in report
+    assert (run_dir / "report" / "summary.json").is_file()
+
+
+def test_report_command_writes_elsewhere(reproduced, tmp_path):
+    result = CliRunner().invoke(
+        app, ["report", "--run", str(reproduced[0]), "--out", str(tmp_path / "rep"), "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "rep" / "report.md").is_file()
+    assert sorted(p.name for p in (tmp_path / "rep" / "plots").glob("*.png"))
+    missing = CliRunner().invoke(app, ["report", "--run", str(tmp_path / "nothing"), "--quiet"])
+    assert missing.exit_code == 2
 
 
 def test_rerun_skips_everything_and_resumes_what_is_missing(reproduced, tmp_path):

@@ -1,0 +1,372 @@
+"""The report of a run: numbers recomputed from the samples, seeds, gains, missing cells,
+plots, summary.json, the paper's data. Every expected value is computed by hand below.
+
+The synthetic run (n responses per problem, of which c correct):
+
+- ``tiny-gsm8k``, n = 4, three problems: pass@1 = c/4, pass@4 = 1 if c >= 1.
+- ``tiny-math500``, n = 5, two problems and one ungradable one (left out): pass@1 = c/5,
+  pass@4 = 1 - C(5-c, 4)/C(5, 4): 0 for c = 0, 0.8 for c = 1, 1 for c >= 2.
+- ``tiny-aime24``, n = 4, two problems; STAPO has no results on it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from ictrepro.results import PaperDataError, build_report, load_paper
+from ictrepro.results.paper import PAPER_DIR
+from ictrepro.results.report import score_run
+
+N = {"tiny-gsm8k": 4, "tiny-math500": 5, "tiny-aime24": 4}
+#: n_correct per problem: CORRECT[model][benchmark].
+CORRECT = {
+    "base": {"tiny-gsm8k": [1, 0, 0], "tiny-math500": [1, 0], "tiny-aime24": [0, 0]},
+    "grpo-seed0": {"tiny-gsm8k": [1, 0, 0], "tiny-math500": [1, 1], "tiny-aime24": [0, 0]},
+    "grpo-seed1": {"tiny-gsm8k": [2, 1, 0], "tiny-math500": [0, 0], "tiny-aime24": [1, 0]},
+    "stapo-seed0": {"tiny-gsm8k": [0, 0, 0], "tiny-math500": [2, 0]},
+    "stapo-seed1": {"tiny-gsm8k": [4, 0, 0], "tiny-math500": [5, 1]},
+    "ict-seed0": {"tiny-gsm8k": [2, 2, 0], "tiny-math500": [1, 0], "tiny-aime24": [1, 1]},
+    "ict-seed1": {"tiny-gsm8k": [4, 1, 1], "tiny-math500": [1, 0], "tiny-aime24": [0, 0]},
+}
+SETTINGS = {"max_new_tokens": 96, "n": 4, "temperature": 1.0, "top_p": 1.0}
+
+
+def _std(a: float, b: float) -> float:
+    """Sample standard deviation (ddof 1) of two values."""
+    return abs(a - b) / math.sqrt(2)
+
+
+def write_eval(run: Path, model: str, bench: str, correct: list[int], *, ungradable: int = 0):
+    n = N[bench]
+    rows = [
+        {
+            "id": f"{bench}-{i}",
+            "responses": [f"r{j}" for j in range(n)],
+            "verdicts": ["correct"] * c + ["wrong"] * (n - c),
+            "n_correct": c,
+        }
+        for i, c in enumerate(correct)
+    ]
+    rows += [
+        {
+            "id": f"{bench}-u{i}",
+            "responses": ["x"] * n,
+            "verdicts": ["ungradable"] * n,
+            "n_correct": n,
+        }
+        for i in range(ungradable)
+    ]
+    folder = run / "eval" / model
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{bench}.samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    score = {
+        "benchmark": bench,
+        "model": model,
+        "pass_at": {"1": 0.99, "4": 0.99},  # deliberately wrong: the report must not use it
+        "n_problems": len(correct),
+        "identity": {
+            "settings": {"sampling": {**SETTINGS, "n": n}, "ks": [1, 4]},
+            "backend": "hf",
+            "seed": 0,
+        },
+    }
+    (folder / f"{bench}.score.json").write_text(json.dumps(score))
+
+
+def write_metrics(run: Path, method: str, seed: int, *, js: bool = True):
+    folder = run / "train" / f"{method}-seed{seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [
+        {
+            "step": step,
+            "reward_mean": 0.1 * step + 0.01 * seed,
+            "entropy_mean": 0.5 - 0.01 * step,
+            "renyi2_mean": 0.4 - 0.01 * step,
+            "selected_fraction": 0.1 if method == "ict" else 1.0,
+            "js_selected_mean": (0.3 if js else None),
+            "js_unselected_mean": (0.1 if js and method == "ict" else None),
+            "kl": None if step == 1 else 0.01,
+            "update_skipped": False,
+        }
+        for step in (1, 2, 3)
+    ]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def make_run(root: Path, *, js: bool = True, correct: dict | None = None) -> Path:
+    run = root / "run"
+    run.mkdir()
+    (run / "prepare.json").write_text(json.dumps({"config": {"preset": "tiny"}}))
+    for model, per in (correct or CORRECT).items():
+        for bench, values in per.items():
+            write_eval(run, model, bench, values, ungradable=int(bench == "tiny-math500"))
+        if model != "base":
+            method, seed = model.rsplit("-seed", 1)
+            write_metrics(run, method, int(seed), js=js)
+    return run
+
+
+def build(run: Path, **kwargs):
+    out = io.StringIO()
+    report = build_report(
+        run, baselines=("grpo", "stapo"), console=Console(file=out, width=150), **kwargs
+    )
+    return report, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    run = make_run(tmp_path_factory.mktemp("report"))
+    return build(run)
+
+
+# ------------------------------------------------------------------------ numbers
+
+
+def test_cells_are_recomputed_from_the_samples(built):
+    report, _ = built
+    ict = report.cells["ict"]["tiny-gsm8k"].scores
+    # seed 0: c = [2, 2, 0] -> pass@1 (0.5 + 0.5 + 0) / 3 = 1/3, pass@4 2/3
+    # seed 1: c = [4, 1, 1] -> pass@1 (1 + 0.25 + 0.25) / 3 = 1/2, pass@4 1
+    assert ict["p1"].per_seed == pytest.approx((100 / 3, 50))
+    assert ict["p4"].per_seed == pytest.approx((200 / 3, 100))
+    assert ict["p1"].mean == pytest.approx(100 * 5 / 12)
+    assert ict["p1"].std == pytest.approx(100 * _std(1 / 3, 1 / 2))
+    assert ict["total"].mean == pytest.approx(100 * ((5 / 12) + (5 / 6)) / 2)
+    # n = 5, the ungradable problem is left out: STAPO seed 1 c = [5, 1] ->
+    # pass@1 (1 + 0.2) / 2 = 0.6, pass@4 (1 + 0.8) / 2 = 0.9
+    stapo = report.cells["stapo"]["tiny-math500"]
+    assert stapo.n_problems == 2
+    assert stapo.scores["p1"].per_seed == pytest.approx((20, 60))
+    assert stapo.scores["p4"].per_seed == pytest.approx((50, 90))
+    # The base model is one model: std 0.
+    base = report.cells["base"]["tiny-math500"].scores
+    assert (base["p1"].mean, base["p4"].mean, base["p1"].std) == pytest.approx((10, 40, 0))
+    for cell in report.cells["ict"].values():
+        for s in cell.scores.values():
+            assert s.ci_low <= s.mean <= s.ci_high
+    assert any("score.json records pass@1 = 0.990000" in n for n in report.notes)
+
+
+def test_average_over_benchmarks_is_mean_over_seeds_of_per_seed_averages(built):
+    report, _ = built
+    avg = report.averages["grpo"]
+    # Total per seed and benchmark: s0 gsm8k (1/12 + 1/3)/2, math500 (0.2 + 0.8)/2, aime24 0;
+    # s1 gsm8k (1/4 + 2/3)/2, math500 0, aime24 (1/8 + 1/2)/2.
+    s0 = ((1 / 12 + 1 / 3) / 2 + 0.5 + 0) / 3
+    s1 = ((1 / 4 + 2 / 3) / 2 + 0 + (1 / 8 + 1 / 2) / 2) / 3
+    assert avg.benchmarks == ("tiny-gsm8k", "tiny-math500", "tiny-aime24")
+    assert avg.scores["total"].per_seed == pytest.approx((100 * s0, 100 * s1))
+    assert avg.scores["total"].mean == pytest.approx(100 * (s0 + s1) / 2)
+    assert avg.scores["total"].std == pytest.approx(100 * _std(s0, s1))
+    assert avg.scores["total"].ci_low <= avg.scores["total"].mean <= avg.scores["total"].ci_high
+
+
+def test_missing_benchmark_is_shown_and_left_out_of_the_average(built):
+    report, _ = built
+    assert report.cells["stapo"]["tiny-aime24"].status == "missing"
+    avg = report.averages["stapo"]
+    assert avg.benchmarks == ("tiny-gsm8k", "tiny-math500")
+    assert avg.excluded == ("tiny-aime24",)
+    # Not counted as 0: the mean over the two benchmarks it has.
+    # P@1 per seed: s0 (0 + 0.2) / 2 = 0.1, s1 (1/3 + 0.6) / 2.
+    assert avg.scores["p1"].per_seed == pytest.approx((10, 100 * (1 / 3 + 0.6) / 2))
+    stapo_table = report.markdown.split("### STAPO", 1)[1].split("###", 1)[0]
+    assert "| `tiny-aime24` | AIME24 | missing | missing | missing |" in stapo_table
+    assert "**average** (2 of 3 benchmarks)" in stapo_table
+    assert "leaves out `tiny-aime24`" in stapo_table
+    assert any("stapo has no results on tiny-aime24" in n for n in report.notes)
+
+
+def test_gains_against_each_baseline_and_the_best(built):
+    report, _ = built
+    g = report.gains["grpo"]["p1"]
+    # ICT P@1 means: gsm8k 5/12, math500 0.1, aime24 (1/4 + 0)/2 = 1/8.
+    # GRPO: gsm8k (1/12 + 1/4)/2 = 1/6, math500 (0.2 + 0)/2 = 0.1, aime24 (0 + 1/8)/2 = 1/16.
+    per = {"tiny-gsm8k": 25.0, "tiny-math500": 0.0, "tiny-aime24": 6.25}
+    assert g.per_benchmark == pytest.approx(per)
+    assert g.average == pytest.approx(sum(per.values()) / 3)
+    assert (g.maximum, g.argmax) == (pytest.approx(25.0), "tiny-gsm8k")
+    # STAPO only over the two benchmarks both have; ICT loses on math500 P@1:
+    # gsm8k 5/12 - 1/6 = 25 points; math500 0.1 - (0.2 + 0.6)/2 = -30 points.
+    s = report.gains["stapo"]["p1"]
+    assert s.per_benchmark == pytest.approx({"tiny-gsm8k": 25.0, "tiny-math500": -30.0})
+    assert s.average == pytest.approx(-2.5)
+    # P@4: gsm8k (2/3 + 1)/2 - (0 + 1/3)/2 = 2/3; math500 0.4 - (0.5 + 0.9)/2 = -0.3.
+    assert report.gains["stapo"]["p4"].average == pytest.approx(100 * (2 / 3 - 0.3) / 2)
+    # Best baseline = highest average Total: STAPO (its average is over two benchmarks).
+    stapo_total = ((0 + 0.35) + (1 / 3 + 0.75)) / 4
+    assert report.averages["stapo"].scores["total"].mean == pytest.approx(100 * stapo_total)
+    assert report.best_baseline == "stapo"
+    assert any("cover different benchmarks" in n for n in report.notes)
+    assert "vs best baseline (STAPO)" in report.markdown
+    assert "P@1 -2.50 (below: loses)" in report.markdown
+
+
+def test_a_focus_method_that_loses_everywhere_gets_negative_gains(tmp_path):
+    correct = {m: dict(per) for m, per in CORRECT.items()}
+    for seed in (0, 1):
+        correct[f"ict-seed{seed}"] = {b: [0] * len(v) for b, v in CORRECT["base"].items()}
+    report, printed = build(make_run(tmp_path, correct=correct))
+    for baseline in ("grpo", "stapo"):
+        for gain in report.gains[baseline].values():
+            assert gain.average < 0
+            assert gain.maximum <= 0
+    # GRPO's average P@4 over the three benchmarks, means over seeds: gsm8k (1/3 + 2/3)/2,
+    # math500 (0.8 + 0)/2, aime24 (0 + 1/2)/2; ICT's is 0.
+    p4 = ((1 / 3 + 2 / 3) / 2 + 0.4 + 0.25) / 3
+    assert report.gains["grpo"]["p4"].average == pytest.approx(-100 * p4)
+    assert f"P@4 {-100 * p4:+.2f} (below: loses)" in report.markdown
+    assert "-" in printed.split("Gains of ICT", 1)[1]
+
+
+def test_a_benchmark_from_only_some_seeds_is_partial_and_left_out(tmp_path):
+    correct = {m: dict(per) for m, per in CORRECT.items()}
+    del correct["ict-seed1"]["tiny-aime24"]
+    report, _ = build(make_run(tmp_path, correct=correct))
+    cell = report.cells["ict"]["tiny-aime24"]
+    assert (cell.status, cell.seeds) == ("partial", (0,))
+    assert report.averages["ict"].excluded == ("tiny-aime24",)
+    assert "tiny-aime24" not in report.gains["grpo"]["p1"].per_benchmark
+    assert "(partial: 1/2 seeds)" in report.markdown
+
+
+def test_training_runs_with_different_settings_are_noted(tmp_path):
+    run = make_run(tmp_path)
+    for name, lr in (("grpo-seed0", 1e-12), ("ict-seed0", 1e-4), ("ict-seed1", 1e-4)):
+        record = {"config": {"preset": "tiny", "rl": {"lr": lr, "steps": 3}}}
+        (run / "train" / name / "train.json").write_text(json.dumps(record))
+    report = score_run(run, baselines=("grpo", "stapo"))  # scores only, writes nothing
+    assert report.notes[-1] == (
+        "training runs differ in rl.lr: 1e-12 (grpo-seed0); 0.0001 (ict-seed0, ict-seed1)."
+    )
+    assert not (run / "report").exists()
+
+
+# ---------------------------------------------------------------- files and text
+
+
+def test_files_plots_and_console(built):
+    report, printed = built
+    assert report.out_dir == report.run_dir / "report"
+    names = {"report.md", "summary.json", "plots/passk-bars.png"} | {
+        f"plots/curves-{c}.png" for c in ("reward", "entropy", "renyi2", "selected-fraction", "js")
+    }
+    assert set(report.paths) == names
+    for name in names:
+        path = report.out_dir / name
+        assert path.is_file() and path.stat().st_size > 0
+        if name.endswith(".png"):
+            assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (report.out_dir / "report.md").read_text() == report.markdown
+    assert "Averages over benchmarks" in printed and "Gains of ICT" in printed
+    assert "STAPO (best)" in printed
+
+
+def test_a_curve_whose_values_are_all_null_is_skipped(tmp_path):
+    report, _ = build(make_run(tmp_path, js=False), out_dir=tmp_path / "out")
+    assert report.out_dir == tmp_path / "out"
+    assert "plots/curves-js.png" not in report.paths
+    assert not (tmp_path / "out" / "plots" / "curves-js.png").exists()
+    assert (tmp_path / "out" / "plots" / "curves-reward.png").stat().st_size > 0
+    assert any("js_selected_mean" in n for n in report.notes)
+
+
+def test_summary_json_round_trips(built):
+    report, _ = built
+    summary = json.loads((report.out_dir / "summary.json").read_text())
+    assert summary == json.loads(json.dumps(report.summary))
+    assert summary["scores"]["ict"]["tiny-gsm8k"]["p1"]["mean"] == pytest.approx(100 * 5 / 12)
+    assert summary["scores"]["stapo"]["tiny-aime24"]["status"] == "missing"
+    assert summary["averages"]["stapo"]["excluded"] == ["tiny-aime24"]
+    assert summary["gains"]["stapo"]["p1"]["average"] == pytest.approx(-2.5)
+    assert summary["best_baseline"] == "stapo"
+    assert summary["settings"]["tiny-math500"]["n_samples"] == [5]
+    assert summary["settings"]["tiny-math500"]["n_ungradable"] == [1]
+    assert summary["paper"]["gains"]["headline_mean"] == 4.58
+    assert summary["training_curves"]["reward_mean"]["ict"]["mean"] == pytest.approx(
+        [0.105, 0.205, 0.305]
+    )
+    assert sorted(summary["files"]) == sorted(report.paths)
+
+
+def test_markdown_defines_the_numbers_and_states_the_scale(built):
+    report, _ = built
+    md = report.markdown
+    assert "do not reproduce the paper's absolute numbers" in md
+    assert "preset `tiny`" in md
+    assert (
+        "average P@4 gain = mean over the benchmarks of ICT's P@4 minus the baseline's P@4, "
+        "each the mean over seeds"
+    ) in md
+    assert "maximum gain = the largest gain on a single benchmark" in md
+    assert "best baseline = the baseline with the highest average Total" in md
+    assert "**4.58** (headline) = the mean of the P@4 gains" in md
+    assert "4.37 (0.5B), 4.98 (1.5B), 4.38 (7B)" in md
+    assert "none of them equals ICT's P@4 minus another column" in md
+    assert "**14.9** (maximum) is a single (model size, benchmark) cell" in md
+    assert "paper 0.5B (P@1 / P@4 / Total)" in md and "paper 7B (P@1 / P@4 / Total)" in md
+    assert "40.27 / 54.16 / 46.28†" in md  # a flagged 7B Total
+    assert "| `tiny-math500` | MATH500 | 2 | 1 | 5 | 1.0 | 1.0 | 96 | hf | 0 |" in md
+
+
+# -------------------------------------------------------------------- paper data
+
+
+def test_paper_data_loads():
+    paper = load_paper()
+    a = paper.averages
+    assert a.sizes == ("0.5B", "1.5B", "7B")
+    assert a.cells["0.5B"]["ict"].p4 == 21.75
+    assert a.inconsistent_totals == {("7B", "grpo"), ("7B", "entropy")}
+    assert a.source["arxiv"] == "2606.19771"
+    assert paper.gains.per_size == {"0.5B": 4.37, "1.5B": 4.98, "7B": 4.38}
+    assert paper.gains.headline_mean == 4.58 and paper.gains.max_cell is None
+    rows = {r.name: r for r in paper.ablation.rows}
+    assert rows["ICT 10%"].p4 == 85.31 and rows["Random 10%"].p4 is None
+
+
+@pytest.mark.parametrize(
+    ("file", "edit", "message"),
+    [
+        ("averages.json", lambda d: d["sizes"]["0.5B"]["ict"].update(p4="x"), "sizes.0.5B.ict.p4"),
+        (
+            "averages.json",
+            lambda d: d["sizes"]["1.5B"]["ict"].update(total=30.0),
+            "sizes.1.5B.ict.total",
+        ),
+        ("averages.json", lambda d: d.pop("inconsistent_totals"), "inconsistent_totals"),
+        ("averages.json", lambda d: d["source"].pop("arxiv"), "source.arxiv"),
+        ("gains.json", lambda d: d.update(headline_mean=5.0), "headline_mean"),
+        ("ablation.json", lambda d: d["rows"][0].pop("p1"), "rows[0].p1"),
+    ],
+)
+def test_a_corrupted_paper_file_errors_naming_file_and_field(tmp_path, file, edit, message):
+    paper_dir = tmp_path / "paper"
+    shutil.copytree(PAPER_DIR, paper_dir)
+    data = json.loads((paper_dir / file).read_text())
+    edit(data)
+    (paper_dir / file).write_text(json.dumps(data))
+    with pytest.raises(PaperDataError) as err:
+        load_paper(paper_dir)
+    assert str(paper_dir / file) in str(err.value)
+    assert f"field {message!r}" in str(err.value)
+
+
+def test_a_paper_file_that_is_not_json_errors_naming_it(tmp_path):
+    paper_dir = tmp_path / "paper"
+    shutil.copytree(PAPER_DIR, paper_dir)
+    (paper_dir / "gains.json").write_text("{not json")
+    with pytest.raises(PaperDataError, match=r"gains\.json: not valid JSON"):
+        load_paper(paper_dir)
+    run = make_run(tmp_path)
+    with pytest.raises(PaperDataError, match=r"gains\.json"):
+        build(run, paper_dir=paper_dir)
+    assert not (run / "report").exists()  # nothing written
