@@ -21,7 +21,6 @@ err_console = Console(stderr=True)
 
 #: Stages that later work fills in, with what each will do (shown in --help).
 PLANNED_STAGES = {
-    "check": "Verify the hash manifest of results/ (and optionally re-run and compare).",
     "compare": "Train and evaluate a new selection rule against the stored baselines.",
 }
 
@@ -155,6 +154,37 @@ def report(
         )
     except (KeyError, ValueError, FileNotFoundError, PaperDataError) as e:
         _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
+
+
+@app.command()
+def check(
+    results: Path = typer.Option(None, "--results", help="Results folder (default: results/)."),
+    pin: Path = typer.Option(
+        None, "--pin", help="First copy this run's results in as results/<preset>/ (re-pin)."
+    ),
+    preset: str = typer.Option("tiny", help="Preset name the pinned run belongs to."),
+    jobs: int = typer.Option(1, help="Training processes the pinned run was made with."),
+) -> None:
+    """Verify results/: the sha256 manifest and the schema of every result file.
+
+    A modified, truncated, missing or unlisted file fails, named. `--pin RUN` re-pins a
+    run's results (after an intended change) and rewrites the manifest.
+    """
+    from ictrepro.results.pinned import RESULTS_DIR, ResultsError, check_results, pin_run
+
+    root = results or RESULTS_DIR
+    if pin is not None:
+        try:
+            out = pin_run(pin, preset, results_dir=root, jobs=jobs)
+        except (ResultsError, FileNotFoundError) as e:
+            _fail(str(e))
+        console.print(f"check: pinned {pin} as {out} and rewrote the manifest")
+    problems = check_results(root)
+    for problem in problems:
+        err_console.print(f"[red]FAIL[/] {problem}", soft_wrap=True)  # paths stay whole
+    if problems:
+        raise typer.Exit(code=1)
+    console.print(f"[green]check: {root} is intact[/] (manifest and schemas)")
 
 
 @app.command()

@@ -1,0 +1,205 @@
+"""Hash-pinned results: the project's own results of a preset, and a manifest of ``results/``.
+
+``results/<preset>/`` holds what a reproduction of ``<preset>`` produced:
+
+- ``scores.jsonl``: one line per (model, benchmark): ``model`` (``base`` or
+  ``<method>-seed<s>``), ``method``, ``seed``, ``benchmark``, ``n_correct`` (per problem,
+  in the benchmark's order, ungradable problems left out), ``n_samples``, ``pass_at``;
+- ``report.md``: the run's report (``ictrepro report``), when it has one;
+- ``provenance.json``: preset, methods, seeds, the hashes that produced them (prepare
+  config, each training run's config + inputs, each evaluation's model / problems /
+  settings identity), the package and torch versions, the platform and thread setting.
+
+``results/MANIFEST.sha256`` lists ``<sha256>  <path>`` for every file under ``results/``.
+``check_results`` verifies the manifest (a modified, truncated, missing or unlisted file is
+named) and the schema of every result file. ``pin_run`` copies a run's results in and
+rewrites the manifest: that is how results are re-pinned after an intended change.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+from pathlib import Path
+from typing import Any
+
+from ictrepro.io import atomic_write_json, atomic_write_jsonl, atomic_write_text, sha256_file
+
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
+MANIFEST = "MANIFEST.sha256"
+SCORE_FIELDS = {
+    "model": str,
+    "method": str,
+    "seed": (int, type(None)),
+    "benchmark": str,
+    "n_correct": list,
+    "n_samples": int,
+    "pass_at": dict,
+}
+_MODEL = re.compile(r"^(base|(?P<method>[A-Za-z0-9_.-]+)-seed(?P<seed>\d+))$")
+
+
+class ResultsError(ValueError):
+    """A pinned result file is missing, modified or malformed."""
+
+
+# ---------------------------------------------------------------------------- pinning
+
+
+def collect_scores(run_dir: Path) -> list[dict[str, Any]]:
+    """One record per (model, benchmark) of ``RUN/eval``, from the per-problem samples."""
+    records = []
+    for samples in sorted((Path(run_dir) / "eval").glob("*/*.samples.jsonl")):
+        model, benchmark = samples.parent.name, samples.name.removesuffix(".samples.jsonl")
+        match = _MODEL.match(model)
+        if match is None:
+            raise ResultsError(f"{samples}: model folder {model!r} is not base or <method>-seed<s>")
+        rows = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
+        gradable = [r for r in rows if "ungradable" not in r["verdicts"]]
+        sizes = {len(r["responses"]) for r in gradable}
+        if len(sizes) > 1:
+            raise ResultsError(f"{samples}: problems have different numbers of samples {sizes}")
+        score = json.loads(samples.with_name(f"{benchmark}.score.json").read_text("utf-8"))
+        records.append(
+            {
+                "model": model,
+                "method": match["method"] or "base",
+                "seed": int(match["seed"]) if match["seed"] else None,
+                "benchmark": benchmark,
+                "n_correct": [r["n_correct"] for r in gradable],
+                "n_samples": sizes.pop() if sizes else 0,
+                "pass_at": score["pass_at"],
+                "identity": score["identity"],
+            }
+        )
+    if not records:
+        raise ResultsError(f"{run_dir} has no evaluation results (run `ictrepro eval` first)")
+    return records
+
+
+def pin_run(run_dir: Path, preset: str, *, results_dir: Path = RESULTS_DIR, jobs: int = 1) -> Path:
+    """Copy ``run_dir``'s results into ``results_dir/<preset>/`` and rewrite the manifest."""
+    import torch
+
+    from ictrepro import __version__
+    from ictrepro.runs import load_record
+
+    run_dir = Path(run_dir)
+    scores = collect_scores(run_dir)
+    prepare = load_record(run_dir, "prepare") or {}
+    training = {}
+    for folder in sorted((run_dir / "train").glob("*")):
+        record = load_record(folder, "train")
+        if record is not None and record["status"] == "done":
+            training[folder.name] = {
+                "config_sha256": record["config_sha256"],
+                "outputs_sha256": sorted(record["outputs"].items()),
+            }
+    provenance = {
+        "preset": preset,
+        "methods": sorted({s["method"] for s in scores}),
+        "seeds": sorted({s["seed"] for s in scores if s["seed"] is not None}),
+        "benchmarks": sorted({s["benchmark"] for s in scores}),
+        "prepare_config_sha256": prepare.get("config_sha256"),
+        "training": training,
+        "ictrepro_version": __version__,
+        "torch_version": torch.__version__,
+        "platform": platform.platform(),
+        "training_jobs": jobs,
+        "command": f"ictrepro reproduce --preset {preset} --jobs {jobs}",
+    }
+    out = Path(results_dir) / preset
+    atomic_write_jsonl(out / "scores.jsonl", scores)
+    atomic_write_json(out / "provenance.json", provenance)
+    report = run_dir / "report" / "report.md"
+    if report.is_file():  # the readable form of the same numbers (`ictrepro report`)
+        atomic_write_text(out / "report.md", report.read_text(encoding="utf-8"))
+    write_manifest(results_dir)
+    return out
+
+
+def write_manifest(results_dir: Path = RESULTS_DIR) -> Path:
+    """``MANIFEST.sha256``: ``<sha256>  <relative path>`` of every other file, sorted."""
+    root = Path(results_dir)
+    lines = [
+        f"{sha256_file(p)}  {p.relative_to(root).as_posix()}"
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    ]
+    atomic_write_text(root / MANIFEST, "\n".join(lines) + "\n")
+    return root / MANIFEST
+
+
+# ---------------------------------------------------------------------------- checking
+
+
+def check_results(results_dir: Path = RESULTS_DIR) -> list[str]:
+    """Problems found in ``results_dir`` (empty when everything checks out)."""
+    root = Path(results_dir)
+    problems = _check_manifest(root)
+    try:
+        from ictrepro.results.paper import load_paper
+
+        load_paper(root / "paper")
+    except ValueError as e:
+        problems.append(str(e))
+    for scores in sorted(root.glob("*/scores.jsonl")):
+        problems += _check_scores(scores)
+        provenance = scores.with_name("provenance.json")
+        if not provenance.is_file():
+            problems.append(f"{provenance}: missing")
+    return problems
+
+
+def _check_manifest(root: Path) -> list[str]:
+    path = root / MANIFEST
+    if not path.is_file():
+        return [f"{path}: missing; create it with `ictrepro check --pin` or write_manifest()"]
+    listed: dict[str, str] = {}
+    problems = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        digest, sep, rel = line.partition("  ")
+        if not sep or not re.fullmatch(r"[0-9a-f]{64}", digest):
+            problems.append(f"{path}:{number}: not '<sha256>  <path>'")
+            continue
+        listed[rel] = digest
+    for rel, digest in listed.items():
+        file = root / rel
+        if not file.is_file():
+            problems.append(f"{file}: listed in the manifest but missing")
+        elif sha256_file(file) != digest:
+            problems.append(f"{file}: modified (sha256 differs from the manifest)")
+    for file in sorted(root.rglob("*")):
+        rel = file.relative_to(root).as_posix()
+        if file.is_file() and file.name != MANIFEST and rel not in listed:
+            problems.append(f"{file}: not in the manifest (an extra file)")
+    return problems
+
+
+def _check_scores(path: Path) -> list[str]:
+    problems = []
+    text = path.read_text(encoding="utf-8")
+    if text and not text.endswith("\n"):
+        problems.append(f"{path}: truncated (the last line is incomplete)")
+    for number, line in enumerate(text.splitlines(), 1):
+        where = f"{path}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            problems.append(f"{where}: not valid JSON ({e.msg})")
+            continue
+        for name, kind in SCORE_FIELDS.items():
+            if name not in record:
+                problems.append(f"{where}: missing field {name!r}")
+            elif not isinstance(record[name], kind):
+                problems.append(f"{where}: field {name!r} has the wrong type")
+        if problems and problems[-1].startswith(where):
+            continue
+        n = record["n_samples"]
+        if any(not isinstance(c, int) or not 0 <= c <= n for c in record["n_correct"]):
+            problems.append(f"{where}: field 'n_correct' must hold integers in [0, n_samples]")
+        for k, value in record["pass_at"].items():
+            if not (k.isdigit() and isinstance(value, (int, float)) and 0 <= value <= 1):
+                problems.append(f"{where}: field 'pass_at' must map k to a value in [0, 1]")
+    return problems
