@@ -1,4 +1,5 @@
-"""nox sessions: `nox -s tests` (fast default suite), `nox -s slow`, `nox -s lint`."""
+"""nox sessions: `nox -s tests` (fast default suite), `nox -s slow`, `nox -s lint`,
+`nox -s regression` (pinned results), `nox -s bench`."""
 
 from __future__ import annotations
 
@@ -41,3 +42,11 @@ def bench(session: nox.Session) -> None:
     """Speed and memory of the token statistics (minutes; not a test)."""
     install(session)
     session.run("python", "benchmarks/token_stats.py", *session.posargs)
+
+
+@nox.session
+def regression(session: nox.Session) -> None:
+    """results/ intact, then a quick subset of the tiny reproduction re-run and compared
+    with the pinned results (about 4 minutes on 2 cores)."""
+    install(session)
+    session.run("ictrepro", "check", "--rerun", "--preset", "tiny", *session.posargs, env=OFFLINE)

@@ -164,6 +164,12 @@ def check(
     ),
     preset: str = typer.Option("tiny", help="Preset name the pinned run belongs to."),
     jobs: int = typer.Option(1, help="Training processes the pinned run was made with."),
+    rerun: bool = typer.Option(
+        False, "--rerun", help="Also re-run a quick subset of the preset and compare with it."
+    ),
+    work_dir: Path = typer.Option(
+        None, "--work-dir", help="Where --rerun runs (default: runs/check-<preset>)."
+    ),
 ) -> None:
     """Verify results/: the sha256 manifest and the schema of every result file.
 
@@ -185,6 +191,25 @@ def check(
     if problems:
         raise typer.Exit(code=1)
     console.print(f"[green]check: {root} is intact[/] (manifest and schemas)")
+    if rerun:
+        from ictrepro.results.pinned import rerun_check
+
+        target = work_dir or Path("runs") / f"check-{preset}"
+        try:
+            mode, problems = rerun_check(preset, target, results_dir=root, show_progress=True)
+        except ResultsError as e:
+            _fail(str(e))
+        for problem in problems:
+            err_console.print(f"[red]FAIL[/] {problem}", soft_wrap=True)
+        expectation = (
+            "bit-identical (same platform and torch as the pinned run)"
+            if mode == "identical"
+            else "within the declared tolerance (another platform or torch version)"
+        )
+        if problems:
+            err_console.print(f"check --rerun: results are not {expectation}")
+            raise typer.Exit(code=1)
+        console.print(f"[green]check --rerun: the re-run subset is {expectation}[/]")
 
 
 @app.command()

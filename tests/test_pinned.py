@@ -91,3 +91,29 @@ def test_pin_copies_a_run_and_rewrites_the_manifest(tmp_path):
     assert problems and all("paper" in p for p in problems)
     assert [r["model"] for r in collect_scores(run_dir)] == ["base"]
     assert (out / "scores.jsonl").is_file() and (results / "MANIFEST.sha256").is_file()
+
+
+def test_rerun_reproduces_the_pinned_subset_and_catches_a_change(tmp_path):
+    from ictrepro.results.pinned import pin_run, rerun_check
+    from ictrepro.stages.reproduce import make_plan, reproduce
+
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS_DIR / "paper", results / "paper")
+    first = tmp_path / "first"
+    reproduce(
+        make_plan("tiny-smoke", first, methods=("grpo", "ict"), seeds=(0,)), show_progress=False
+    )
+    pin_run(first, "tiny-smoke", results_dir=results)
+    assert check_results(results) == []
+    mode, problems = rerun_check("tiny-smoke", tmp_path / "again", results_dir=results)
+    assert (mode, problems) == ("identical", [])
+    # Change one pinned count, as an unintended change of the code would.
+    scores = results / "tiny-smoke" / "scores.jsonl"
+    rows = [json.loads(x) for x in scores.read_text().splitlines()]
+    rows[0]["n_correct"][0] = 4 - rows[0]["n_correct"][0]
+    scores.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mode, problems = rerun_check("tiny-smoke", tmp_path / "again", results_dir=results)
+    assert mode == "identical"
+    assert problems == [
+        f"{(rows[0]['model'], rows[0]['benchmark'])}: 1 problems' correct counts differ from the pinned run"
+    ]

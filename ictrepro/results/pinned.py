@@ -203,3 +203,64 @@ def _check_scores(path: Path) -> list[str]:
             if not (k.isdigit() and isinstance(value, (int, float)) and 0 <= value <= 1):
                 problems.append(f"{where}: field 'pass_at' must map k to a value in [0, 1]")
     return problems
+
+
+# ------------------------------------------------------------------------- re-running
+
+#: A quick subset of a preset's reproduction that `check --rerun` repeats.
+RERUN_METHODS = ("grpo", "ict")
+RERUN_SEEDS = (0,)
+#: Allowed |difference| of a benchmark's pass@k (a fraction) when the platform or torch
+#: version differs from the pinned run's, where bit-identical results are not expected.
+CROSS_PLATFORM_TOLERANCE = 0.05
+
+
+def rerun_check(
+    preset: str,
+    work_dir: Path,
+    *,
+    results_dir: Path = RESULTS_DIR,
+    methods: tuple[str, ...] = RERUN_METHODS,
+    seeds: tuple[int, ...] = RERUN_SEEDS,
+    show_progress: bool = False,
+) -> tuple[str, list[str]]:
+    """Reproduce a subset of ``preset`` in ``work_dir`` and compare it with the pinned results.
+
+    Returns ``(mode, problems)``: ``mode`` is ``"identical"`` (same platform and torch as
+    the pinned run: every per-problem count must be equal) or ``"tolerance"`` (otherwise:
+    each pass@k within ``CROSS_PLATFORM_TOLERANCE``); ``problems`` lists every mismatch.
+    """
+    import torch
+
+    from ictrepro.stages.reproduce import make_plan, reproduce
+
+    pinned_dir = Path(results_dir) / preset
+    if not (pinned_dir / "scores.jsonl").is_file():
+        raise ResultsError(f"no pinned results for preset {preset!r} in {results_dir}")
+    provenance = json.loads((pinned_dir / "provenance.json").read_text(encoding="utf-8"))
+    pinned = {
+        (r["model"], r["benchmark"]): r
+        for r in map(json.loads, (pinned_dir / "scores.jsonl").read_text("utf-8").splitlines())
+    }
+    plan = make_plan(preset, work_dir, methods=methods, seeds=seeds)
+    reproduce(plan, jobs=provenance.get("training_jobs", 1), show_progress=show_progress)
+    same_platform = (
+        provenance.get("platform") == platform.platform()
+        and provenance.get("torch_version") == torch.__version__
+    )
+    mode = "identical" if same_platform else "tolerance"
+    problems = []
+    for new in collect_scores(work_dir):
+        key = (new["model"], new["benchmark"])
+        old = pinned.get(key)
+        if old is None:
+            problems.append(f"{key}: not in the pinned results")
+        elif mode == "identical" and new["n_correct"] != old["n_correct"]:
+            diff = sum(a != b for a, b in zip(new["n_correct"], old["n_correct"], strict=False))
+            problems.append(f"{key}: {diff} problems' correct counts differ from the pinned run")
+        elif mode == "tolerance":
+            for k, value in new["pass_at"].items():
+                delta = abs(value - old["pass_at"][k])
+                if delta > CROSS_PLATFORM_TOLERANCE:
+                    problems.append(f"{key}: pass@{k} differs by {delta:.3f} (> tolerance)")
+    return mode, problems
