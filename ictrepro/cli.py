@@ -19,28 +19,8 @@ app = typer.Typer(
 console = Console()
 err_console = Console(stderr=True)
 
-#: Stages that later work fills in, with what each will do (shown in --help).
-PLANNED_STAGES = {
-    "compare": "Train and evaluate a new selection rule against the stored baselines.",
-}
-
-
-def _not_implemented(name: str) -> None:
-    def command() -> None:
-        err_console.print(
-            f"[bold red]ictrepro {name}[/] is not implemented yet in this version "
-            f"({__import__('ictrepro').__version__}). Implemented now: `ictrepro methods`."
-        )
-        raise typer.Exit(code=2)
-
-    command.__doc__ = f"{PLANNED_STAGES[name]} [not implemented yet]"
-    app.command(name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})(
-        command
-    )
-
-
-for _name in PLANNED_STAGES:
-    _not_implemented(_name)
+#: Every stage command, in pipeline order (tests check that each has --help).
+STAGES = ("prepare", "train", "sample", "eval", "score", "report", "check", "reproduce", "compare")
 
 
 @app.command()
@@ -96,6 +76,9 @@ def train(
         False, "--resume", help="Continue an interrupted run from its last checkpoint."
     ),
     force: bool = typer.Option(False, "--force", help="Start this run over, deleting its folder."),
+    method_module: Path = typer.Option(
+        None, "--method-module", help="Python file that registers --method (your own rule)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
 ) -> None:
     """RL-train one method and seed (GRPO loop; only the token mask differs).
@@ -103,16 +86,19 @@ def train(
     Writes RUN/train/<method>-seed<seed>/: train.json, metrics.jsonl, checkpoints/,
     final_model/. Runs under `accelerate launch` unchanged.
     """
+    from ictrepro.algos.selection import MethodModuleError, load_method_module
     from ictrepro.config import load_overrides, parse_assignments, train_preset
     from ictrepro.runs import RunDirConflict
     from ictrepro.stages.train import train as run_train
     from ictrepro.train.grpo import TrainingDiverged
 
     try:
+        if method_module is not None:
+            load_method_module(method_module)
         overrides = load_overrides(config_file) if config_file else {}
         overrides.update(parse_assignments(set_))
         config = train_preset(preset, method=method, seed=seed, overrides=overrides)
-    except (KeyError, ValueError, TypeError, OSError) as e:
+    except (KeyError, ValueError, TypeError, OSError, MethodModuleError) as e:
         _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
     run_dir = run or Path("runs") / f"{preset}-seed0"
     try:
@@ -123,8 +109,9 @@ def train(
             force=force,
             show_progress=not quiet,
             console=Console(quiet=quiet),
+            method_module=method_module,
         )
-    except (RunDirConflict, TrainingDiverged, FileNotFoundError) as e:
+    except (RunDirConflict, TrainingDiverged, FileNotFoundError, MethodModuleError) as e:
         _fail(str(e))
 
 
@@ -210,6 +197,52 @@ def check(
             err_console.print(f"check --rerun: results are not {expectation}")
             raise typer.Exit(code=1)
         console.print(f"[green]check --rerun: the re-run subset is {expectation}[/]")
+
+
+@app.command()
+def compare(
+    method: str = typer.Option(
+        ..., help="The rule to compare (registered, or by --method-module)."
+    ),
+    method_module: Path = typer.Option(
+        None, "--method-module", help="Python file that registers the rule."
+    ),
+    preset: str = typer.Option("tiny", help="Preset whose pinned baselines to compare against."),
+    seeds: str = typer.Option("0,1,2", help="Comma-separated training seeds."),
+    out: Path = typer.Option(None, "--out", help="Run directory (default: runs/compare-<method>)."),
+    jobs: int = typer.Option(1, help="Training runs at a time (each in its own process)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
+) -> None:
+    """Train and evaluate a new selection rule against the stored baselines.
+
+    Only the new method is trained; the baselines' results come from results/<preset>/.
+    The report (RUN/report/) shows the new method's gains over each of them.
+    """
+    from ictrepro.algos.selection import MethodModuleError, load_method_module
+    from ictrepro.results.pinned import ResultsError
+    from ictrepro.runs import RunDirConflict
+    from ictrepro.stages.compare import compare as run_compare
+    from ictrepro.train.grpo import TrainingDiverged
+
+    try:
+        if method_module is not None:
+            load_method_module(method_module)
+        if not all(s.lstrip("-").isdigit() for s in _csv(seeds) or [""]):
+            raise ValueError(f"--seeds must be comma-separated integers, e.g. 0,1,2; got {seeds!r}")
+        run_compare(
+            method,
+            preset,
+            out or Path("runs") / f"compare-{method}",
+            seeds=tuple(int(s) for s in _csv(seeds) or []),
+            method_module=method_module,
+            jobs=jobs,
+            show_progress=not quiet,
+            console=Console(quiet=quiet),
+        )
+    except (KeyError, ValueError, NotImplementedError, MethodModuleError, ResultsError) as e:
+        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
+    except (RunDirConflict, TrainingDiverged, RuntimeError) as e:
+        _fail(str(e))
 
 
 @app.command()

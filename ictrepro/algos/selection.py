@@ -17,10 +17,13 @@ wins (lower position in a sequence; in batch scope, row-major order).
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -123,6 +126,46 @@ def register_selection(
         return fn
 
     return decorator
+
+
+class MethodModuleError(RuntimeError):
+    """A user's method module failed to import, registered nothing, or its rule misbehaved."""
+
+
+_LOADED_MODULES: dict[tuple[str, str], list[str]] = {}
+
+
+def load_method_module(path: str | Path) -> list[str]:
+    """Import a user's Python file that registers rules with ``@register_selection``.
+
+    Returns the names it registered. Loading the same file (same content) again is a no-op,
+    so a process may load it more than once. Errors name the file.
+    """
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise MethodModuleError(f"method module {path} does not exist")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if (str(path), digest) in _LOADED_MODULES:
+        return _LOADED_MODULES[(str(path), digest)]
+    before = set(_REGISTRY)
+    spec = importlib.util.spec_from_file_location(f"ictrepro_user_{path.stem}_{digest[:8]}", path)
+    if spec is None or spec.loader is None:
+        raise MethodModuleError(f"method module {path} cannot be imported (not a .py file?)")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        raise MethodModuleError(
+            f"method module {path} failed to import: {type(e).__name__}: {e}"
+        ) from e
+    names = sorted(set(_REGISTRY) - before)
+    if not names:
+        raise MethodModuleError(
+            f"method module {path} registered no selection rule; decorate a function with "
+            '@register_selection("name") from ictrepro.algos.selection'
+        )
+    _LOADED_MODULES[(str(path), digest)] = names
+    return names
 
 
 def get_selection(name: str) -> SelectionRule:

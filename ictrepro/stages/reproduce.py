@@ -112,8 +112,14 @@ def reproduce(
     jobs: int = 1,
     show_progress: bool = True,
     console: Console | None = None,
+    method_module: Path | None = None,
+    report: bool = True,
 ) -> dict[str, Any]:
-    """Run every stage of ``plan``; returns the wall time of each stage (seconds)."""
+    """Run every stage of ``plan``; returns the wall time of each stage (seconds).
+
+    ``method_module``: a user's file registering a method of the plan (loaded here and by
+    every training process). ``report=False`` stops after the evaluation.
+    """
     from ictrepro.config import prepare_preset
     from ictrepro.stages.eval import evaluate_run
     from ictrepro.stages.prepare import prepare
@@ -148,14 +154,21 @@ def reproduce(
         for method, seed in plan.train_runs:
             header(f"train {method} seed {seed}")
             config = train_preset(plan.preset, method=method, seed=seed)
-            train(config, plan.run_dir, resume=True, show_progress=show_progress, console=console)
+            train(
+                config,
+                plan.run_dir,
+                resume=True,
+                show_progress=show_progress,
+                console=console,
+                method_module=method_module,
+            )
             done += 1
     else:
         header(f"train {len(plan.train_runs)} runs, {jobs} at a time")
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             for (method, seed), rc in zip(
                 plan.train_runs,
-                pool.map(lambda r: _train_in_subprocess(plan, *r), plan.train_runs),
+                pool.map(lambda r: _train_in_subprocess(plan, *r, method_module), plan.train_runs),
                 strict=True,
             ):
                 done += 1
@@ -174,10 +187,11 @@ def reproduce(
     times["eval_s"] = time.perf_counter() - t
     done += 1
 
-    t = time.perf_counter()
-    header("report")
-    _report(plan.run_dir, console)
-    times["report_s"] = time.perf_counter() - t
+    if report:
+        t = time.perf_counter()
+        header("report")
+        _report(plan.run_dir, console)
+        times["report_s"] = time.perf_counter() - t
     times["total_s"] = time.perf_counter() - start
     done += 1
     console.rule(f"[bold green]reproduce: done in {times['total_s']:.0f} s -> {plan.run_dir}")
@@ -188,7 +202,9 @@ def log_file(run_dir: Path, method: str, seed: int) -> Path:
     return run_dir / "logs" / f"train-{method}-seed{seed}.log"
 
 
-def _train_in_subprocess(plan: Plan, method: str, seed: int) -> int:
+def _train_in_subprocess(
+    plan: Plan, method: str, seed: int, method_module: Path | None = None
+) -> int:
     """``ictrepro train ... --resume`` in a process of one thread; its output goes to
     ``RUN/logs/`` (not into the run's folder, which the train stage keeps to itself)."""
     log_path = log_file(plan.run_dir, method, seed)
@@ -198,6 +214,8 @@ def _train_in_subprocess(plan: Plan, method: str, seed: int) -> int:
         sys.executable, "-m", "ictrepro.cli", "train", "--method", method, "--preset",
         plan.preset, "--seed", str(seed), "--run", str(plan.run_dir), "--resume", "--quiet",
     ]  # fmt: skip
+    if method_module is not None:
+        cmd += ["--method-module", str(method_module)]
     with log_path.open("w", encoding="utf-8") as log:
         return subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
 

@@ -133,6 +133,7 @@ def train(
     console: Console | None = None,
     verifier: Any | None = None,
     accelerator: Any | None = None,
+    method_module: Path | None = None,
 ) -> TrainResult:
     """Train ``config`` in ``run_dir`` (see the module docstring). Works under ``accelerate
     launch``: every process calls this; only the main one writes records and logs."""
@@ -146,6 +147,12 @@ def train(
     run_dir = Path(run_dir)
     out_dir = train_dir(run_dir, config.method, config.seed)
     model_path, data_path, inputs = resolve_inputs(config, run_dir)
+    if method_module is not None:
+        # The rule's code is an input: an edited module makes a finished run out of date.
+        inputs["method_module"] = str(method_module)
+        inputs["method_module_sha256"] = sha256_json(
+            hash_outputs(Path(method_module).parent, [Path(method_module).name])
+        )
     identity = {"config": config.to_json(), "inputs": inputs}
     sha = sha256_json(identity)
     # cpu=True on a machine without GPUs is what makes accelerate use gloo when launched
@@ -183,7 +190,14 @@ def train(
         if state == "resume" and checkpoints:
             start = trainer.load_checkpoint(checkpoints[-1])
             console.print(f"train: resuming {out_dir.name} after step {start}")
-        trainer.train(start)
+        try:
+            trainer.train(start)
+        except (TypeError, ValueError) as e:
+            if method_module is None:
+                raise
+            from ictrepro.algos.selection import MethodModuleError
+
+            raise MethodModuleError(f"method {config.method!r} from {method_module}: {e}") from e
         trainer.save_final_model(out_dir / "final_model")
     finally:
         if own_verifier:

@@ -1,0 +1,166 @@
+"""A user's own rule from a file: `--method-module`, and `ictrepro compare` against pinned results."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+
+import pytest
+from typer.testing import CliRunner
+
+from ictrepro.algos.selection import MethodModuleError, available_selections, load_method_module
+from ictrepro.cli import app
+from ictrepro.results.pinned import RESULTS_DIR, pin_run
+from ictrepro.stages.compare import compare
+from ictrepro.stages.reproduce import make_plan, reproduce
+
+LOWPROB = '''
+import torch
+from ictrepro.algos.selection import SelectionInputs, register_selection, top_fraction_mask
+
+
+@register_selection("lowprob_{tag}", needs=("logprob",))
+def lowprob(inputs: SelectionInputs, *, rho: float = 0.1) -> torch.Tensor:
+    """The rho least probable tokens of each response."""
+    return top_fraction_mask(-inputs.logprob, inputs.response_mask, rho, "sequence")
+'''
+
+
+def flat(output: str) -> str:
+    return " ".join(output.split())
+
+
+def rule_file(tmp_path, tag: str, body: str = LOWPROB):
+    path = tmp_path / f"rule_{tag}.py"
+    path.write_text(textwrap.dedent(body.replace("{tag}", tag)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def pinned_smoke(tmp_path_factory):
+    """A pinned tiny-smoke reproduction (grpo, ict; seed 0) in a private results folder."""
+    root = tmp_path_factory.mktemp("cmp")
+    results = root / "results"
+    shutil.copytree(RESULTS_DIR / "paper", results / "paper")
+    run_dir = root / "baseline-run"
+    reproduce(
+        make_plan("tiny-smoke", run_dir, methods=("grpo", "ict"), seeds=(0,)), show_progress=False
+    )
+    pin_run(run_dir, "tiny-smoke", results_dir=results)
+    return run_dir, results
+
+
+def test_loading_a_rule_file_registers_it_once(tmp_path):
+    path = rule_file(tmp_path, "once")
+    assert load_method_module(path) == ["lowprob_once"]
+    assert load_method_module(path) == ["lowprob_once"]  # idempotent
+    assert available_selections()["lowprob_once"].defaults == {"rho": 0.1}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("import nonexistent_package_xyz\n", "failed to import: ModuleNotFoundError"),
+        ("x = 1\n", "registered no selection rule"),
+    ],
+)
+def test_bad_modules_are_named(tmp_path, body, message):
+    path = rule_file(tmp_path, "bad", body)
+    with pytest.raises(MethodModuleError, match=message) as err:
+        load_method_module(path)
+    assert str(path) in str(err.value)
+    with pytest.raises(MethodModuleError, match="does not exist"):
+        load_method_module(tmp_path / "missing.py")
+
+
+def test_compare_trains_only_the_new_rule_and_reports_it_against_the_pinned(pinned_smoke, tmp_path):
+    baseline_run, results = pinned_smoke
+    path = rule_file(tmp_path, "cmp")
+    load_method_module(path)
+    run_dir = tmp_path / "compare"
+    # Start from the same prepared world, as a user comparing on this version's preset does.
+    shutil.copytree(
+        baseline_run, run_dir, ignore=shutil.ignore_patterns("train", "eval", "report", "logs")
+    )
+    report = compare(
+        "lowprob_cmp",
+        "tiny-smoke",
+        run_dir,
+        seeds=(0,),
+        method_module=path,
+        results_dir=results,
+        show_progress=False,
+    )
+    assert sorted(p.name for p in (run_dir / "train").iterdir()) == ["lowprob_cmp-seed0"]
+    record = json.loads((run_dir / "train" / "lowprob_cmp-seed0" / "train.json").read_text())
+    assert record["info"]["inputs"]["method_module"] == str(path)
+    assert {"grpo-seed0", "ict-seed0", "base", "lowprob_cmp-seed0"} <= {
+        p.name for p in (run_dir / "eval").iterdir()
+    }
+    text = (run_dir / "report" / "report.md").read_text()
+    assert "lowprob_cmp" in text and "GRPO" in text
+    assert set(report.gains) >= {"grpo", "ict"}
+    # The pinned baselines' numbers are the pinned ones.
+    pinned = [
+        json.loads(x) for x in (results / "tiny-smoke" / "scores.jsonl").read_text().splitlines()
+    ]
+    grpo = next(r for r in pinned if r["model"] == "grpo-seed0" and r["benchmark"] == "tiny-gsm8k")
+    copied = json.loads((run_dir / "eval" / "grpo-seed0" / "tiny-gsm8k.score.json").read_text())
+    assert copied["pass_at"] == grpo["pass_at"] and copied["pinned"] is True
+
+
+def test_compare_refuses_another_prepared_world(pinned_smoke, tmp_path):
+    from ictrepro.config import prepare_preset
+    from ictrepro.results.pinned import ResultsError
+    from ictrepro.stages.compare import materialise_pinned
+    from ictrepro.stages.prepare import prepare
+
+    _, results = pinned_smoke
+    other = tmp_path / "other"
+    prepare(prepare_preset("tiny-smoke", seed=5), other, show_progress=False)
+    with pytest.raises(ResultsError, match="prepared with another config"):
+        materialise_pinned(other, "tiny-smoke", results_dir=results, skip_methods=set())
+
+
+def test_a_rule_returning_the_wrong_shape_is_named_with_its_module(pinned_smoke, tmp_path):
+    baseline_run, _ = pinned_smoke
+    body = """
+import torch
+from ictrepro.algos.selection import register_selection
+
+
+@register_selection("broken_{tag}")
+def broken(inputs):
+    return inputs.response_mask[:, :1].clone()
+"""
+    path = rule_file(tmp_path, "shape", body)
+    run_dir = tmp_path / "run"
+    shutil.copytree(
+        baseline_run, run_dir, ignore=shutil.ignore_patterns("train", "eval", "report", "logs")
+    )
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--method",
+            "broken_shape",
+            "--method-module",
+            str(path),
+            "--preset",
+            "tiny-smoke",
+            "--run",
+            str(run_dir),
+            "--quiet",
+        ],
+    )
+    assert result.exit_code == 2
+    text = flat(result.output)
+    assert "broken_shape" in text and "rule_shape.py" in text and "returned shape" in text
+
+
+def test_compare_cli_bad_module(tmp_path):
+    result = CliRunner().invoke(
+        app, ["compare", "--method", "x", "--method-module", str(tmp_path / "nope.py"), "--quiet"]
+    )
+    assert result.exit_code == 2 and "does not exist" in flat(result.output)
