@@ -88,6 +88,13 @@ def test_parallel_jobs_train_in_subprocesses(reproduced, tmp_path):
         assert (run_dir / "logs" / f"train-{name}.log").is_file()
     lines = (run_dir / "train" / "ict-seed0" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == [1, 2, 3]
+    # Evaluation ran in two processes too, each over its share of the three models.
+    assert sorted(p.name for p in (run_dir / "logs").glob("eval-*.log")) == [
+        "eval-0.log",
+        "eval-1.log",
+    ]
+    for model in ("base", "grpo-seed0", "ict-seed0"):
+        assert len(list((run_dir / "eval" / model).glob("*.score.json"))) == 7
 
 
 def test_dry_run_prints_the_plan():

@@ -7,9 +7,10 @@ hashes decide), so re-running after an interruption continues with the first unf
 piece and loses nothing that was finished. Training runs that were cut short resume from
 their last checkpoint.
 
-``--jobs 2`` trains two runs at a time in separate processes of one thread each (on two
-cores that is faster than one run with two threads); a run's numbers depend on the thread
-count, so a reproduction states the ``jobs`` it was made with.
+``--jobs 2`` trains two runs at a time, and evaluates two sets of models at a time, in
+separate processes of one thread each (on two cores that is faster than one process with
+two threads); the numbers depend on the thread count, so a reproduction states the
+``jobs`` it was made with.
 """
 
 from __future__ import annotations
@@ -183,7 +184,10 @@ def reproduce(
 
     t = time.perf_counter()
     header("eval")
-    evaluate_run(plan.run_dir, show_progress=show_progress, console=console)
+    if jobs == 1:
+        evaluate_run(plan.run_dir, show_progress=show_progress, console=console)
+    else:
+        _evaluate_in_subprocesses(plan, jobs, console)
     times["eval_s"] = time.perf_counter() - t
     done += 1
 
@@ -196,6 +200,34 @@ def reproduce(
     done += 1
     console.rule(f"[bold green]reproduce: done in {times['total_s']:.0f} s -> {plan.run_dir}")
     return times
+
+
+def _evaluate_in_subprocesses(plan: Plan, jobs: int, console: Console) -> None:
+    """``ictrepro eval`` over ``jobs`` disjoint sets of models, one thread each (grading in
+    process), then one in-process pass that finds everything current and prints the table."""
+    from ictrepro.stages.eval import evaluate_run, run_models
+
+    models = list(run_models(plan.run_dir))
+    shares = [models[i::jobs] for i in range(jobs)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    logs = plan.run_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+
+    def run(index: int) -> int:
+        cmd = [
+            sys.executable, "-m", "ictrepro.cli", "eval", "--run", str(plan.run_dir),
+            "--models", ",".join(shares[index]), "--workers", "0", "--quiet",
+        ]  # fmt: skip
+        with (logs / f"eval-{index}.log").open("w", encoding="utf-8") as log:
+            return subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        codes = list(pool.map(run, [i for i, share in enumerate(shares) if share]))
+    if any(codes):
+        raise RuntimeError(
+            f"evaluation failed (exit codes {codes}); see {logs}/eval-*.log; re-run to resume"
+        )
+    evaluate_run(plan.run_dir, show_progress=False, console=console)
 
 
 def log_file(run_dir: Path, method: str, seed: int) -> Path:
