@@ -120,3 +120,17 @@ def test_bad_input(args, message, tmp_path):
     result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--quiet", *args])
     assert result.exit_code == 2
     assert message in flat(result.output)
+
+
+def test_a_run_directory_of_another_config_is_refused_with_the_fix(tmp_path):
+    from ictrepro.config import prepare_preset
+    from ictrepro.stages.prepare import prepare
+
+    run_dir = tmp_path / "run"
+    prepare(prepare_preset("tiny-smoke", seed=5), run_dir, show_progress=False)
+    result = CliRunner().invoke(
+        app, ["reproduce", "--preset", "tiny-smoke", "--out", str(run_dir), "--quiet"]
+    )
+    assert result.exit_code == 2
+    text = flat(result.output)
+    assert "made by a different config" in text and "--force" in text
