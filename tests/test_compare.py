@@ -27,6 +27,19 @@ def lowprob(inputs: SelectionInputs, *, rho: float = 0.1) -> torch.Tensor:
 '''
 
 
+@pytest.fixture(autouse=True)
+def clean_registry():
+    """Rules loaded from test files must not leak into other tests' lists of methods."""
+    from ictrepro.algos import selection
+
+    rules, loaded = dict(selection._REGISTRY), dict(selection._LOADED_MODULES)
+    yield
+    selection._REGISTRY.clear()
+    selection._REGISTRY.update(rules)
+    selection._LOADED_MODULES.clear()
+    selection._LOADED_MODULES.update(loaded)
+
+
 def flat(output: str) -> str:
     return " ".join(output.split())
 
