@@ -62,6 +62,12 @@ def atomic_write_jsonl(path: str | os.PathLike, records: Iterable[dict[str, Any]
 
 def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
     """Read JSON Lines; a malformed line raises ``ValueError`` naming file and line number."""
+    return [record for _, record in read_jsonl_numbered(path)]
+
+
+def read_jsonl_numbered(path: str | os.PathLike) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of each non-blank line, so later checks can name the line
+    too; a malformed line raises ``ValueError`` naming file and line number."""
     path = Path(path)
     records = []
     with path.open(encoding="utf-8") as f:
@@ -74,7 +80,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
             if not isinstance(record, dict):
                 raise ValueError(f"{path}:{lineno}: expected a JSON object per line")
-            records.append(record)
+            records.append((lineno, record))
     return records
 
 

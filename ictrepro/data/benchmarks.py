@@ -44,7 +44,6 @@ instead of 4 so that their pass@1 is not dominated by sampling noise.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import re
@@ -54,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from ictrepro.data.records import Problem
-from ictrepro.io import atomic_write_jsonl
+from ictrepro.io import atomic_write_jsonl, read_jsonl_numbered
 from ictrepro.verify.extract import last_boxed
 
 logger = logging.getLogger(__name__)
@@ -482,24 +481,6 @@ def get_benchmark(name: str) -> BenchmarkSpec:
 _SCHEMA_FIELDS = ("id", "problem", "answer", "choices", "solution", "meta")
 
 
-def _numbered_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, object) of each non-blank line; errors name file and line, as in
-    :func:`ictrepro.io.read_jsonl` (which does not return line numbers)."""
-    records = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object per line")
-            records.append((lineno, record))
-    return records
-
-
 def _check(problem: Problem, kind: str, where: str) -> None:
     """The answer and options fit the benchmark's answer kind."""
     if not problem.id.strip():
@@ -525,7 +506,7 @@ def read_problems(path: str | Path, *, kind: str) -> list[Problem]:
     """
     path = Path(path)
     problems: list[Problem] = []
-    for lineno, record in _numbered_jsonl(path):
+    for lineno, record in read_jsonl_numbered(path):
         where = f"{path}:{lineno}"
         meta = record.get("meta")
         if meta is not None and not isinstance(meta, dict):

@@ -32,7 +32,14 @@ from ictrepro.data.prompts import render_prompt, stop_strings
 from ictrepro.data.records import Problem
 from ictrepro.evaluate.passk import pass_at_k
 from ictrepro.evaluate.score import grade_responses
-from ictrepro.io import atomic_write_json, atomic_write_jsonl, hash_outputs, read_jsonl, sha256_json
+from ictrepro.io import (
+    atomic_write_json,
+    atomic_write_jsonl,
+    hash_outputs,
+    read_jsonl,
+    read_jsonl_numbered,
+    sha256_json,
+)
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.params import SamplingParams
 from ictrepro.verify import GradeRequest, Verdict, count_verdicts
@@ -393,12 +400,13 @@ def score_responses_file(
     Several lines may share an id (several samples). Returns the score over the problems
     that have responses, one verdict record per line, and the ids without any response.
     """
-    rows = read_jsonl(responses_path)
-    if not rows:
+    numbered = read_jsonl_numbered(responses_path)
+    if not numbered:
         raise ValueError(f"{responses_path} has no responses")
+    rows = [row for _, row in numbered]
     by_id = {p.id: p for p in task.problems}
-    for i, row in enumerate(rows):
-        where = f"{responses_path}:{i + 1}"
+    for lineno, row in numbered:
+        where = f"{responses_path}:{lineno}"
         for name in ("id", "response"):
             if name not in row:
                 raise ValueError(f"{where}: missing field {name!r}")
@@ -420,8 +428,8 @@ def score_responses_file(
     ids = [p.id for p in task.problems if p.id in grouped]
     score = score_problems([grouped[i] for i in ids], ids, task.ks)
     lines = [
-        {"line": i + 1, "id": str(row["id"]), "verdict": v.value, "correct": v.is_correct}
-        for i, (row, v) in enumerate(zip(rows, verdicts, strict=True))
+        {"line": lineno, "id": str(row["id"]), "verdict": v.value, "correct": v.is_correct}
+        for (lineno, row), v in zip(numbered, verdicts, strict=True)
     ]
     missing = [p.id for p in task.problems if p.id not in grouped]
     return score, lines, missing
