@@ -12,6 +12,7 @@ from typing import Protocol
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ictrepro.config import SAMPLERS
 from ictrepro.rollout.hf import Completion, hf_generate
 from ictrepro.rollout.params import SamplingParams
 
@@ -67,9 +68,6 @@ class HFSampler:
     def update_weights(self, model: PreTrainedModel) -> None:
         # generate() reads the parameters in place; only a different object needs a swap.
         self.model = model
-
-
-SAMPLERS = ("hf", "vllm")
 
 
 def make_sampler(
