@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ictrepro.data.prompts import answer_kind
 from ictrepro.data.records import Problem
-from ictrepro.evaluate.passk import mean_pass_at_k
+from ictrepro.evaluate.passk import pass_at_k
 from ictrepro.verify import GradeRequest, Verdict, Verifier, count_verdicts
 
 
@@ -41,6 +43,43 @@ class SuiteScore:
     verdicts: dict[str, int]
 
 
+@dataclass(frozen=True)
+class BenchmarkScore:
+    """pass@k of one model on one benchmark, with the per-problem values behind it."""
+
+    pass_at: dict[int, float]
+    per_problem: dict[int, list[float]]
+    n_problems: int
+    n_ungradable: int
+    verdicts: dict[str, int]
+
+
+def score_problems(
+    verdicts: Sequence[Sequence[Verdict]], ids: Sequence[str], ks: Sequence[int]
+) -> BenchmarkScore:
+    """Unbiased pass@k per problem (each with its own n >= k) and their mean.
+
+    Problems whose gold answer is ungradable are left out and counted, never scored as 0.
+    """
+    per_problem: dict[int, list[float]] = {k: [] for k in ks}
+    ungradable = 0
+    for pid, vs in zip(ids, verdicts, strict=True):
+        if Verdict.UNGRADABLE in vs:
+            ungradable += 1
+            continue
+        for k in ks:
+            if len(vs) < k:
+                raise ValueError(
+                    f"problem {pid!r} has {len(vs)} samples; pass@{k} needs at least {k}"
+                )
+            per_problem[k].append(pass_at_k(len(vs), sum(v.is_correct for v in vs), k))
+    n = len(per_problem[ks[0]])
+    # numpy's mean, as mean_pass_at_k takes it (and tasks/utils.py): the same bits everywhere.
+    pass_at = {k: (float(np.mean(v)) if n else float("nan")) for k, v in per_problem.items()}
+    counts = count_verdicts(v for vs in verdicts for v in vs)
+    return BenchmarkScore(pass_at, per_problem, n, ungradable, counts)
+
+
 def score_verdicts(verdicts: Sequence[Sequence[Verdict]], ks: Sequence[int]) -> SuiteScore:
     """pass@k for each k from per-problem verdicts (all problems need the same n >= max k).
 
@@ -54,11 +93,5 @@ def score_verdicts(verdicts: Sequence[Sequence[Verdict]], ks: Sequence[int]) -> 
         raise ValueError("every problem needs the same number of samples")
     if n < max(ks):
         raise ValueError(f"pass@{max(ks)} needs at least {max(ks)} samples per problem, got {n}")
-    gradable = [v for v in verdicts if Verdict.UNGRADABLE not in v]
-    n_correct = [sum(x.is_correct for x in v) for v in gradable]
-    pass_at = {
-        k: mean_pass_at_k([n] * len(gradable), n_correct, k) if gradable else float("nan")
-        for k in ks
-    }
-    counts = count_verdicts(x for v in verdicts for x in v)
-    return SuiteScore(len(gradable), n, pass_at, counts)
+    score = score_problems(verdicts, [str(i) for i in range(len(verdicts))], ks)
+    return SuiteScore(score.n_problems, n, score.pass_at, score.verdicts)

@@ -28,10 +28,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ictrepro.config import EVAL_SUITES
-from ictrepro.data.prompts import render_prompt, stop_strings
+from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
 from ictrepro.data.records import Problem
-from ictrepro.evaluate.passk import pass_at_k
-from ictrepro.evaluate.score import grade_responses
+from ictrepro.evaluate.score import BenchmarkScore, grade_responses, score_problems
 from ictrepro.io import (
     atomic_write_json,
     atomic_write_jsonl,
@@ -42,7 +41,7 @@ from ictrepro.io import (
 )
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.params import SamplingParams
-from ictrepro.verify import GradeRequest, Verdict, count_verdicts
+from ictrepro.verify import GradeRequest, Verdict
 
 #: The tiny suites' decoding: what `prepare`'s calibration uses.
 TINY_SETTINGS = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_new_tokens=96)
@@ -109,45 +108,6 @@ def load_task(
             f"{sampling.n}; raise --n"
         )
     return EvalTask(name, problems, sampling, ks)
-
-
-# ------------------------------------------------------------------------- scoring
-
-
-@dataclass(frozen=True)
-class BenchmarkScore:
-    """pass@k of one model on one benchmark, with the per-problem values behind it."""
-
-    pass_at: dict[int, float]
-    per_problem: dict[int, list[float]]
-    n_problems: int
-    n_ungradable: int
-    verdicts: dict[str, int]
-
-
-def score_problems(
-    verdicts: Sequence[Sequence[Verdict]], ids: Sequence[str], ks: Sequence[int]
-) -> BenchmarkScore:
-    """Unbiased pass@k per problem (each with its own n >= k) and their mean.
-
-    Problems whose gold answer is ungradable are left out and counted, never scored as 0.
-    """
-    per_problem: dict[int, list[float]] = {k: [] for k in ks}
-    ungradable = 0
-    for pid, vs in zip(ids, verdicts, strict=True):
-        if Verdict.UNGRADABLE in vs:
-            ungradable += 1
-            continue
-        for k in ks:
-            if len(vs) < k:
-                raise ValueError(
-                    f"problem {pid!r} has {len(vs)} samples; pass@{k} needs at least {k}"
-                )
-            per_problem[k].append(pass_at_k(len(vs), sum(v.is_correct for v in vs), k))
-    n = len(per_problem[ks[0]])
-    pass_at = {k: (sum(v) / n if n else float("nan")) for k, v in per_problem.items()}
-    counts = count_verdicts(v for vs in verdicts for v in vs)
-    return BenchmarkScore(pass_at, per_problem, n, ungradable, counts)
 
 
 # ---------------------------------------------------------------------------- eval
@@ -418,7 +378,9 @@ def score_responses_file(
                 f"(ids look like {task.problems[0].id!r})"
             )
     requests = [
-        GradeRequest(row["response"], by_id[str(row["id"])].answer, _kind(by_id[str(row["id"])]))
+        GradeRequest(
+            row["response"], by_id[str(row["id"])].answer, answer_kind(by_id[str(row["id"])])
+        )
         for row in rows
     ]
     verdicts = verifier.grade_many(requests)
@@ -433,9 +395,3 @@ def score_responses_file(
     ]
     missing = [p.id for p in task.problems if p.id not in grouped]
     return score, lines, missing
-
-
-def _kind(problem: Problem) -> str:
-    from ictrepro.data.prompts import answer_kind
-
-    return answer_kind(problem)
