@@ -207,15 +207,12 @@ def rollout_statistics(
     P, R = batch.prompt_width, batch.response_ids.shape[1]
     group_ids = batch.group_ids if with_js else None
     if not fused:
-        logits = model(
-            input_ids=batch.input_ids,
-            attention_mask=batch.attention_mask,
-            position_ids=batch.position_ids,
-            logits_to_keep=R + 1,
-            use_cache=False,
-        ).logits[:, :R]
         return token_stats(
-            logits, batch.response_ids, batch.response_mask, group_ids, temperature=temperature
+            response_logits(model, batch),
+            batch.response_ids,
+            batch.response_mask,
+            group_ids,
+            temperature=temperature,
         )
     head = model.get_output_embeddings()
     if getattr(head, "bias", None) is not None:
@@ -262,21 +259,27 @@ def concat_stats(parts: list[TokenStats], width: int) -> TokenStats:
     )
 
 
-def policy_logprobs(model: torch.nn.Module, batch: RolloutBatch, *, temperature: float) -> Tensor:
-    """Differentiable log pi_theta of the response tokens, ``[B, R]`` float32.
+def response_logits(model: torch.nn.Module, batch: RolloutBatch) -> Tensor:
+    """Logits ``[B, R, V]`` that predict the response tokens, from the model's own forward.
 
-    Calls the (possibly DDP/FSDP-wrapped) model itself, so gradient synchronisation works,
-    and asks for the logits of the last ``R + 1`` columns only.
+    Calls the (possibly DDP/FSDP-wrapped) model itself, so gradient synchronisation and
+    parameter gathering work, and asks for the logits of the last ``R + 1`` columns only.
     """
     R = batch.response_ids.shape[1]
-    logits = model(
+    return model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,
         position_ids=batch.position_ids,
         logits_to_keep=R + 1,
         use_cache=False,
     ).logits[:, :R]
-    return sampled_logprobs(logits, batch.response_ids, temperature=temperature)
+
+
+def policy_logprobs(model: torch.nn.Module, batch: RolloutBatch, *, temperature: float) -> Tensor:
+    """Differentiable log pi_theta of the response tokens, ``[B, R]`` float32."""
+    return sampled_logprobs(
+        response_logits(model, batch), batch.response_ids, temperature=temperature
+    )
 
 
 def lr_lambda(warmup_steps: int, total_steps: int, schedule: str) -> Callable[[int], float]:
