@@ -209,17 +209,11 @@ def _evaluate_in_subprocesses(plan: Plan, jobs: int, console: Console) -> None:
 
     models = list(run_models(plan.run_dir))
     shares = [models[i::jobs] for i in range(jobs)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     logs = plan.run_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
 
     def run(index: int) -> int:
-        cmd = [
-            sys.executable, "-m", "ictrepro.cli", "eval", "--run", str(plan.run_dir),
-            "--models", ",".join(shares[index]), "--workers", "0", "--quiet",
-        ]  # fmt: skip
-        with (logs / f"eval-{index}.log").open("w", encoding="utf-8") as log:
-            return subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        args = ["eval", "--run", str(plan.run_dir), "--models", ",".join(shares[index])]
+        return _run_cli([*args, "--workers", "0", "--quiet"], logs / f"eval-{index}.log")
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         codes = list(pool.map(run, [i for i, share in enumerate(shares) if share]))
@@ -239,15 +233,20 @@ def _train_in_subprocess(
 ) -> int:
     """``ictrepro train ... --resume`` in a process of one thread; its output goes to
     ``RUN/logs/`` (not into the run's folder, which the train stage keeps to itself)."""
-    log_path = log_file(plan.run_dir, method, seed)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    cmd = [
-        sys.executable, "-m", "ictrepro.cli", "train", "--method", method, "--preset",
-        plan.preset, "--seed", str(seed), "--run", str(plan.run_dir), "--resume", "--quiet",
+    args = [
+        "train", "--method", method, "--preset", plan.preset, "--seed", str(seed),
+        "--run", str(plan.run_dir), "--resume", "--quiet",
     ]  # fmt: skip
     if method_module is not None:
-        cmd += ["--method-module", str(method_module)]
+        args += ["--method-module", str(method_module)]
+    return _run_cli(args, log_file(plan.run_dir, method, seed))
+
+
+def _run_cli(args: list[str], log_path: Path) -> int:
+    """``ictrepro ARGS`` in a process of one thread, its output to ``log_path``; exit code."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "ictrepro.cli", *args]
     with log_path.open("w", encoding="utf-8") as log:
         return subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
 
