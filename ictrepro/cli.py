@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ictrepro.stages.reproduce import DEFAULT_JOBS
+
 app = typer.Typer(
     help="Reproduce ICT against GRPO, 20-Entropy and STAPO (RL from verifiable rewards).\n\n"
     "Stages: prepare -> train -> sample -> eval -> report -> check; `reproduce` runs them all.",
@@ -150,7 +152,9 @@ def check(
         None, "--pin", help="First copy this run's results in as results/<preset>/ (re-pin)."
     ),
     preset: str = typer.Option("tiny", help="Preset name the pinned run belongs to."),
-    jobs: int = typer.Option(1, help="Training processes the pinned run was made with."),
+    jobs: int = typer.Option(
+        None, help="Worker processes the pinned run used (default: its reproduce.json)."
+    ),
     rerun: bool = typer.Option(
         False, "--rerun", help="Also re-run a quick subset of the preset and compare with it."
     ),
@@ -210,7 +214,10 @@ def compare(
     preset: str = typer.Option("tiny", help="Preset whose pinned baselines to compare against."),
     seeds: str = typer.Option("0,1,2", help="Comma-separated training seeds."),
     out: Path = typer.Option(None, "--out", help="Run directory (default: runs/compare-<method>)."),
-    jobs: int = typer.Option(1, help="Training runs at a time (each in its own process)."),
+    jobs: int = typer.Option(
+        None,
+        help="Worker processes (one thread each); default: those of the pinned baselines.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
 ) -> None:
     """Train and evaluate a new selection rule against the stored baselines.
@@ -253,7 +260,11 @@ def reproduce(
         "grpo,entropy,stapo,ict,random", help="Comma-separated token-selection rules."
     ),
     seeds: str = typer.Option("0,1,2", help="Comma-separated training seeds."),
-    jobs: int = typer.Option(1, help="Training runs at a time (each in its own process)."),
+    jobs: int = typer.Option(
+        DEFAULT_JOBS,
+        help="Worker processes (one thread each) that train and evaluate; the results depend "
+        "on it (the pinned ones used 2).",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and stop."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
 ) -> None:

@@ -172,6 +172,34 @@ def broken(inputs):
     assert "broken_shape" in text and "rule_shape.py" in text and "returned shape" in text
 
 
+def test_a_failing_rule_in_a_worker_process_is_named_with_its_log(pinned_smoke, tmp_path):
+    """The same broken rule under `reproduce --jobs 2`: the worker loads the rule file, the
+    error comes back naming the run, the module's problem and the run's log."""
+    baseline_run, _ = pinned_smoke
+    body = """
+from ictrepro.algos.selection import register_selection
+
+
+@register_selection("broken_{tag}")
+def broken(inputs):
+    return inputs.response_mask[:, :1].clone()
+"""
+    path = rule_file(tmp_path, "worker", body)
+    load_method_module(path)
+    run_dir = tmp_path / "run"
+    shutil.copytree(
+        baseline_run, run_dir, ignore=shutil.ignore_patterns("train", "eval", "report", "logs")
+    )
+    plan = make_plan("tiny-smoke", run_dir, methods=("broken_worker",), seeds=(0,))
+    with pytest.raises(RuntimeError) as info:
+        reproduce(plan, jobs=2, show_progress=False, method_module=path)
+    text = flat(str(info.value))
+    assert "train broken_worker-seed0 failed" in text and "rule_worker.py" in text
+    assert "returned shape" in text
+    log = run_dir / "logs" / "train-broken_worker-seed0.log"
+    assert log.is_file() and f"see {log}" in text
+
+
 def test_compare_cli_bad_module(tmp_path):
     result = CliRunner().invoke(
         app, ["compare", "--method", "x", "--method-module", str(tmp_path / "nope.py"), "--quiet"]

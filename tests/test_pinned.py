@@ -10,7 +10,13 @@ from typer.testing import CliRunner
 
 from ictrepro.cli import app
 from ictrepro.evaluate.passk import mean_pass_at_k
-from ictrepro.results.pinned import RESULTS_DIR, check_results, collect_scores, write_manifest
+from ictrepro.results.pinned import (
+    RESULTS_DIR,
+    ResultsError,
+    check_results,
+    collect_scores,
+    write_manifest,
+)
 
 
 def flat(output: str) -> str:
@@ -86,7 +92,9 @@ def test_pin_copies_a_run_and_rewrites_the_manifest(tmp_path):
     prepare(prepare_preset("tiny-smoke", seed=0), run_dir, show_progress=False)
     evaluate_run(run_dir, benchmarks=["tiny-gsm8k"], workers=0, show_progress=False)
     results = tmp_path / "results"
-    out = pin_run(run_dir, "tiny-smoke", results_dir=results)
+    with pytest.raises(ResultsError, match=r"no reproduce\.json .* with --jobs"):
+        pin_run(run_dir, "tiny-smoke", results_dir=results)
+    out = pin_run(run_dir, "tiny-smoke", results_dir=results, jobs=1)
     problems = check_results(results)  # only the paper data are absent from this folder
     assert problems and all("paper" in p for p in problems)
     assert [r["model"] for r in collect_scores(run_dir)] == ["base"]
@@ -103,7 +111,11 @@ def test_rerun_reproduces_the_pinned_subset_and_catches_a_change(tmp_path):
     reproduce(
         make_plan("tiny-smoke", first, methods=("grpo", "ict"), seeds=(0,)), show_progress=False
     )
-    pin_run(first, "tiny-smoke", results_dir=results)
+    assert json.loads((first / "reproduce.json").read_text())["jobs"] == 1
+    pin_run(first, "tiny-smoke", results_dir=results)  # the jobs from reproduce.json
+    assert (
+        json.loads((results / "tiny-smoke" / "provenance.json").read_text())["training_jobs"] == 1
+    )
     assert check_results(results) == []
     mode, problems = rerun_check("tiny-smoke", tmp_path / "again", results_dir=results)
     assert (mode, problems) == ("identical", [])

@@ -41,6 +41,9 @@ def test_every_stage_runs(reproduced):
         scores = sorted(p.name for p in (run_dir / "eval" / model).glob("*.score.json"))
         assert len(scores) == 7
     assert set(times) >= {"prepare_s", "train_s", "eval_s", "report_s", "total_s"}
+    record = json.loads((run_dir / "reproduce.json").read_text())
+    assert record["jobs"] == 1 and record["methods"] == ["grpo", "ict"]
+    assert record["times_s"]["total_s"] == round(times["total_s"], 1)
     report = (run_dir / "report" / "report.md").read_text()
     assert "Not the paper's scale" in report and "ICT" in report
     assert (run_dir / "report" / "summary.json").is_file()
@@ -77,23 +80,22 @@ def test_rerun_skips_everything_and_resumes_what_is_missing(reproduced, tmp_path
     assert run_dir / "eval" / "grpo-seed0" / "tiny-gsm8k.score.json" not in redone
 
 
-def test_parallel_jobs_train_in_subprocesses(reproduced, tmp_path):
+def test_parallel_jobs_train_and_evaluate_in_worker_processes(reproduced, tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(reproduced[0], run_dir, ignore=shutil.ignore_patterns("train", "eval"))
     plan = make_plan("tiny-smoke", run_dir, methods=("grpo", "ict"), seeds=(0,))
-    reproduce(plan, jobs=2, show_progress=False)
+    times = reproduce(plan, jobs=2, show_progress=False)
+    assert "train_eval_s" in times  # training and evaluation overlap: one figure
+    assert json.loads((run_dir / "reproduce.json").read_text())["jobs"] == 2
     for name in ("grpo-seed0", "ict-seed0"):
         record = load_record(run_dir / "train" / name, "train")
         assert record["status"] == "done"
         assert (run_dir / "logs" / f"train-{name}.log").is_file()
     lines = (run_dir / "train" / "ict-seed0" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == [1, 2, 3]
-    # Evaluation ran in two processes too, each over its share of the three models.
-    assert sorted(p.name for p in (run_dir / "logs").glob("eval-*.log")) == [
-        "eval-0.log",
-        "eval-1.log",
-    ]
+    # Each model was evaluated by a worker too, as soon as it existed.
     for model in ("base", "grpo-seed0", "ict-seed0"):
+        assert (run_dir / "logs" / f"eval-{model}.log").is_file()
         assert len(list((run_dir / "eval" / model).glob("*.score.json"))) == 7
 
 

@@ -78,14 +78,26 @@ def collect_scores(run_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
-def pin_run(run_dir: Path, preset: str, *, results_dir: Path = RESULTS_DIR, jobs: int = 1) -> Path:
-    """Copy ``run_dir``'s results into ``results_dir/<preset>/`` and rewrite the manifest."""
+def pin_run(
+    run_dir: Path, preset: str, *, results_dir: Path = RESULTS_DIR, jobs: int | None = None
+) -> Path:
+    """Copy ``run_dir``'s results into ``results_dir/<preset>/`` and rewrite the manifest.
+
+    ``jobs``: the worker processes the run was made with (default: its ``reproduce.json``).
+    """
     import torch
 
     from ictrepro import __version__
     from ictrepro.runs import load_record
+    from ictrepro.stages.reproduce import recorded_jobs
 
     run_dir = Path(run_dir)
+    jobs = jobs or recorded_jobs(run_dir)
+    if jobs is None:
+        raise ResultsError(
+            f"{run_dir} has no reproduce.json (it was not made by `ictrepro reproduce`); "
+            "say how many worker processes made it with --jobs"
+        )
     scores = collect_scores(run_dir)
     prepare = load_record(run_dir, "prepare") or {}
     training = {}

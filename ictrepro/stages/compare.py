@@ -80,7 +80,7 @@ def compare(
     *,
     seeds: tuple[int, ...] = (0, 1, 2),
     method_module: Path | None = None,
-    jobs: int = 1,
+    jobs: int | None = None,
     results_dir: Path = RESULTS_DIR,
     show_progress: bool = True,
     console: Console | None = None,
@@ -89,6 +89,11 @@ def compare(
     from ictrepro.results.report import build_report
 
     console = console or Console(quiet=not show_progress)
+    if jobs is None:  # the baselines' worker count, so the new rule runs as they did
+        provenance = Path(results_dir) / preset / "provenance.json"
+        if not provenance.is_file():
+            raise ResultsError(f"no pinned results for preset {preset!r}: {provenance} is missing")
+        jobs = json.loads(provenance.read_text(encoding="utf-8"))["training_jobs"]
     plan = make_plan(preset, run_dir, methods=(method,), seeds=seeds)
     reproduce(
         plan,

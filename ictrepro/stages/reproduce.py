@@ -7,20 +7,21 @@ hashes decide), so re-running after an interruption continues with the first unf
 piece and loses nothing that was finished. Training runs that were cut short resume from
 their last checkpoint.
 
-``--jobs 2`` trains two runs at a time, and evaluates two sets of models at a time, in
-separate processes of one thread each (on two cores that is faster than one process with
-two threads); the numbers depend on the thread count, so a reproduction states the
-``jobs`` it was made with.
+With ``jobs > 1`` (the command line's default is 2), training runs and evaluations are
+tasks of ``jobs`` long-lived worker processes of one thread each: on two cores that is
+faster than one process of two threads, each model is evaluated as soon as its training
+finished, and the imports are paid once per worker. The numbers depend on the thread
+count, so ``RUN/reproduce.json`` records the ``jobs`` (and each stage's wall time).
 """
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
-import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,10 @@ from ictrepro.config import EVAL_SUITES, PREPARE_PRESETS, TRAIN_PRESETS, train_p
 #: The methods of the paper's comparison and the paper's random-10% control.
 DEFAULT_METHODS = ("grpo", "entropy", "stapo", "ict", "random")
 DEFAULT_SEEDS = (0, 1, 2)
+#: Worker processes of the command line's reproduction: one per core of a 2-core laptop.
+#: The results depend on it (thread counts change float sums), so it is recorded.
+DEFAULT_JOBS = 2
+RECORD = "reproduce.json"
 
 
 @dataclass(frozen=True)
@@ -148,10 +153,10 @@ def reproduce(
     times["prepare_s"] = time.perf_counter() - start
     done += 1
 
-    t = time.perf_counter()
     if jobs == 1:
         from ictrepro.stages.train import train
 
+        t = time.perf_counter()
         for method, seed in plan.train_runs:
             header(f"train {method} seed {seed}")
             config = train_preset(plan.preset, method=method, seed=seed)
@@ -164,31 +169,22 @@ def reproduce(
                 method_module=method_module,
             )
             done += 1
-    else:
-        header(f"train {len(plan.train_runs)} runs, {jobs} at a time")
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            for (method, seed), rc in zip(
-                plan.train_runs,
-                pool.map(lambda r: _train_in_subprocess(plan, *r, method_module), plan.train_runs),
-                strict=True,
-            ):
-                done += 1
-                status = "[green]done[/]" if rc == 0 else f"[red]failed (exit {rc})[/]"
-                console.print(f"[{done}/{total}] train {method} seed {seed}: {status}")
-                if rc != 0:
-                    raise RuntimeError(
-                        f"training {method} seed {seed} failed (exit {rc}); see "
-                        f"{log_file(plan.run_dir, method, seed)}; re-run reproduce to resume"
-                    )
-    times["train_s"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    header("eval")
-    if jobs == 1:
+        times["train_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        header("eval")
         evaluate_run(plan.run_dir, show_progress=show_progress, console=console)
+        times["eval_s"] = time.perf_counter() - t
     else:
-        _evaluate_in_subprocesses(plan, jobs, console)
-    times["eval_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        header(
+            f"train {len(plan.train_runs)} runs and eval {len(plan.train_runs) + 1} models, "
+            f"{jobs} at a time"
+        )
+        _train_and_evaluate_in_workers(plan, jobs, method_module, console, show_progress)
+        done += len(plan.train_runs)
+        # Training and evaluation overlap here, so one figure covers both.
+        times["train_eval_s"] = time.perf_counter() - t
+        evaluate_run(plan.run_dir, show_progress=False, console=console)  # all current: the table
     done += 1
 
     if report:
@@ -198,57 +194,155 @@ def reproduce(
         times["report_s"] = time.perf_counter() - t
     times["total_s"] = time.perf_counter() - start
     done += 1
+    _write_record(plan, jobs, times)
     console.rule(f"[bold green]reproduce: done in {times['total_s']:.0f} s -> {plan.run_dir}")
     return times
 
 
-def _evaluate_in_subprocesses(plan: Plan, jobs: int, console: Console) -> None:
-    """``ictrepro eval`` over ``jobs`` disjoint sets of models, one thread each (grading in
-    process), then one in-process pass that finds everything current and prints the table."""
-    from ictrepro.stages.eval import evaluate_run, run_models
+def _train_and_evaluate_in_workers(
+    plan: Plan,
+    jobs: int,
+    method_module: Path | None,
+    console: Console,
+    show_progress: bool,
+) -> None:
+    """Every training run and every model's evaluation as tasks of ``jobs`` long-lived
+    worker processes of one thread each.
 
-    models = list(run_models(plan.run_dir))
-    shares = [models[i::jobs] for i in range(jobs)]
+    A model is evaluated as soon as its training finished, so the workers never wait for
+    the slowest run of a round; the workers import torch, transformers and the verifier
+    once, not once per task. Tasks are queued longest first (training, then evaluations),
+    which keeps the two workers' loads even. Each task writes its output to ``RUN/logs/``.
+    """
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
+    from ictrepro.progress import progress_bar
+    from ictrepro.stages.eval import BASE
+
     logs = plan.run_dir / "logs"
+    module = None if method_module is None else str(method_module)
+    n_tasks = 2 * len(plan.train_runs) + 1
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked threads
+    with (
+        ProcessPoolExecutor(
+            jobs, mp_context=context, initializer=_init_worker, initargs=(module,)
+        ) as pool,
+        progress_bar("train + eval", total=n_tasks, enabled=show_progress) as advance,
+    ):
+        pending: dict[Future[float], tuple[str, str, Path]] = {}
 
-    def run(index: int) -> int:
-        args = ["eval", "--run", str(plan.run_dir), "--models", ",".join(shares[index])]
-        return _run_cli([*args, "--workers", "0", "--quiet"], logs / f"eval-{index}.log")
+        def submit(kind: str, name: str, fn: Any, *args: Any) -> None:
+            log = logs / f"{kind}-{name}.log"
+            pending[pool.submit(fn, *args, log)] = (kind, name, log)
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        codes = list(pool.map(run, [i for i, share in enumerate(shares) if share]))
-    if any(codes):
-        raise RuntimeError(
-            f"evaluation failed (exit codes {codes}); see {logs}/eval-*.log; re-run to resume"
-        )
-    evaluate_run(plan.run_dir, show_progress=False, console=console)
+        for method, seed in plan.train_runs:
+            args = (plan.preset, method, seed, plan.run_dir, module)
+            submit("train", f"{method}-seed{seed}", _train_task, *args)
+        submit("eval", BASE, _eval_task, plan.run_dir, BASE)
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                kind, name, log = pending.pop(future)
+                try:
+                    seconds = future.result()
+                except Exception as e:
+                    for other in pending:
+                        other.cancel()
+                    raise RuntimeError(
+                        f"{kind} {name} failed: {e}; see {log}; re-run reproduce to resume "
+                        "(finished runs and scores are kept)"
+                    ) from e
+                console.print(f"{kind} {name}: [green]done[/] ({seconds:.0f} s)")
+                advance()
+                if kind == "train":
+                    submit("eval", name, _eval_task, plan.run_dir, name)
 
 
-def log_file(run_dir: Path, method: str, seed: int) -> Path:
-    return run_dir / "logs" / f"train-{method}-seed{seed}.log"
+def _init_worker(method_module: str | None) -> None:
+    """A worker process: one thread (two one-thread processes beat one process of two
+    threads on two cores), and the user's rule file registered."""
+    import torch
 
-
-def _train_in_subprocess(
-    plan: Plan, method: str, seed: int, method_module: Path | None = None
-) -> int:
-    """``ictrepro train ... --resume`` in a process of one thread; its output goes to
-    ``RUN/logs/`` (not into the run's folder, which the train stage keeps to itself)."""
-    args = [
-        "train", "--method", method, "--preset", plan.preset, "--seed", str(seed),
-        "--run", str(plan.run_dir), "--resume", "--quiet",
-    ]  # fmt: skip
+    torch.set_num_threads(1)
     if method_module is not None:
-        args += ["--method-module", str(method_module)]
-    return _run_cli(args, log_file(plan.run_dir, method, seed))
+        from ictrepro.algos.selection import load_method_module
+
+        load_method_module(method_module)
 
 
-def _run_cli(args: list[str], log_path: Path) -> int:
-    """``ictrepro ARGS`` in a process of one thread, its output to ``log_path``; exit code."""
+@contextlib.contextmanager
+def _output_to(log_path: Path) -> Iterator[Console]:
+    """Send everything the task prints, Python or C, to ``log_path``; yield its console."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "ictrepro.cli", *args]
     with log_path.open("w", encoding="utf-8") as log:
-        return subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield Console(file=log, width=120)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in zip((1, 2), saved, strict=True):
+                os.dup2(copy, fd)
+                os.close(copy)
+
+
+def _train_task(
+    preset: str, method: str, seed: int, run_dir: Path, method_module: str | None, log: Path
+) -> float:
+    """Worker task: train (resuming) one run of the plan; returns its wall time."""
+    from ictrepro.stages.train import train
+
+    start = time.perf_counter()
+    with _output_to(log) as console:
+        train(
+            train_preset(preset, method=method, seed=seed),
+            run_dir,
+            resume=True,
+            show_progress=False,
+            console=console,
+            method_module=None if method_module is None else Path(method_module),
+        )
+    return time.perf_counter() - start
+
+
+def _eval_task(run_dir: Path, model: str, log: Path) -> float:
+    """Worker task: evaluate one model on every suite (grading in process); wall time."""
+    from ictrepro.stages.eval import evaluate_run
+
+    start = time.perf_counter()
+    with _output_to(log) as console:
+        evaluate_run(run_dir, models=[model], workers=0, show_progress=False, console=console)
+    return time.perf_counter() - start
+
+
+def _write_record(plan: Plan, jobs: int, times: dict[str, Any]) -> None:
+    """``RUN/reproduce.json``: what the last completed reproduction ran, with how many
+    worker processes (the numbers depend on it) and the wall time of each stage."""
+    from ictrepro.io import atomic_write_json
+
+    record = {
+        "preset": plan.preset,
+        "methods": list(plan.methods),
+        "seeds": list(plan.seeds),
+        "jobs": jobs,
+        "times_s": {k: round(v, 1) for k, v in times.items()},
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    atomic_write_json(plan.run_dir / RECORD, record)
+
+
+def recorded_jobs(run_dir: Path) -> int | None:
+    """The ``jobs`` of the reproduction recorded in ``run_dir`` (None if there is none)."""
+    path = Path(run_dir) / RECORD
+    if not path.is_file():
+        return None
+    import json
+
+    return int(json.loads(path.read_text(encoding="utf-8"))["jobs"])
 
 
 def _report(run_dir: Path, console: Console) -> None:
