@@ -26,6 +26,16 @@ def lowprob(inputs: SelectionInputs, *, rho: float = 0.1) -> torch.Tensor:
     return top_fraction_mask(-inputs.logprob, inputs.response_mask, rho, "sequence")
 '''
 
+#: A rule whose mask has one column instead of the response's width.
+WRONG_SHAPE = """
+from ictrepro.algos.selection import register_selection
+
+
+@register_selection("broken_{tag}")
+def broken(inputs):
+    return inputs.response_mask[:, :1].clone()
+"""
+
 
 @pytest.fixture(autouse=True)
 def clean_registry():
@@ -42,6 +52,13 @@ def clean_registry():
 
 def flat(output: str) -> str:
     return " ".join(output.split())
+
+
+def copy_prepared_world(baseline_run, run_dir) -> None:
+    """``run_dir`` as ``baseline_run`` was after `prepare`: nothing trained or evaluated."""
+    shutil.copytree(
+        baseline_run, run_dir, ignore=shutil.ignore_patterns("train", "eval", "report", "logs")
+    )
 
 
 def rule_file(tmp_path, tag: str, body: str = LOWPROB):
@@ -93,9 +110,7 @@ def test_compare_trains_only_the_new_rule_and_reports_it_against_the_pinned(pinn
     load_method_module(path)
     run_dir = tmp_path / "compare"
     # Start from the same prepared world, as a user comparing on this version's preset does.
-    shutil.copytree(
-        baseline_run, run_dir, ignore=shutil.ignore_patterns("train", "eval", "report", "logs")
-    )
+    copy_prepared_world(baseline_run, run_dir)
     report = compare(
         "lowprob_cmp",
         "tiny-smoke",
@@ -138,20 +153,9 @@ def test_compare_refuses_another_prepared_world(pinned_smoke, tmp_path):
 
 def test_a_rule_returning_the_wrong_shape_is_named_with_its_module(pinned_smoke, tmp_path):
     baseline_run, _ = pinned_smoke
-    body = """
-import torch
-from ictrepro.algos.selection import register_selection
-
-
-@register_selection("broken_{tag}")
-def broken(inputs):
-    return inputs.response_mask[:, :1].clone()
-"""
-    path = rule_file(tmp_path, "shape", body)
+    path = rule_file(tmp_path, "shape", WRONG_SHAPE)
     run_dir = tmp_path / "run"
-    shutil.copytree(
-        baseline_run, run_dir, ignore=shutil.ignore_patterns("train", "eval", "report", "logs")
-    )
+    copy_prepared_world(baseline_run, run_dir)
     result = CliRunner().invoke(
         app,
         [
@@ -176,20 +180,10 @@ def test_a_failing_rule_in_a_worker_process_is_named_with_its_log(pinned_smoke, 
     """The same broken rule under `reproduce --jobs 2`: the worker loads the rule file, the
     error comes back naming the run, the module's problem and the run's log."""
     baseline_run, _ = pinned_smoke
-    body = """
-from ictrepro.algos.selection import register_selection
-
-
-@register_selection("broken_{tag}")
-def broken(inputs):
-    return inputs.response_mask[:, :1].clone()
-"""
-    path = rule_file(tmp_path, "worker", body)
+    path = rule_file(tmp_path, "worker", WRONG_SHAPE)
     load_method_module(path)
     run_dir = tmp_path / "run"
-    shutil.copytree(
-        baseline_run, run_dir, ignore=shutil.ignore_patterns("train", "eval", "report", "logs")
-    )
+    copy_prepared_world(baseline_run, run_dir)
     plan = make_plan("tiny-smoke", run_dir, methods=("broken_worker",), seeds=(0,))
     with pytest.raises(RuntimeError) as info:
         reproduce(plan, jobs=2, show_progress=False, method_module=path)

@@ -222,6 +222,22 @@ def _check_scores(path: Path) -> list[str]:
 #: A quick subset of a preset's reproduction that `check --rerun` repeats.
 RERUN_METHODS = ("grpo", "ict")
 RERUN_SEEDS = (0,)
+
+
+def load_provenance(preset: str, results_dir: Path = RESULTS_DIR) -> dict[str, Any]:
+    """The pinned results' ``provenance.json`` of ``preset``; a clear error when there are
+    no pinned results (or they lack their scores) and how to make them."""
+    pinned_dir = Path(results_dir) / preset
+    for name in ("scores.jsonl", "provenance.json"):
+        if not (pinned_dir / name).is_file():
+            raise ResultsError(
+                f"no pinned results of preset {preset!r} ({pinned_dir / name} is missing); run "
+                f"`ictrepro reproduce --preset {preset}` and pin it with `ictrepro check --pin "
+                f"RUN --preset {preset}`"
+            )
+    return json.loads((pinned_dir / "provenance.json").read_text(encoding="utf-8"))
+
+
 #: Allowed |difference| of a benchmark's pass@k (a fraction) when the platform or torch
 #: version differs from the pinned run's, where bit-identical results are not expected.
 CROSS_PLATFORM_TOLERANCE = 0.05
@@ -247,9 +263,7 @@ def rerun_check(
     from ictrepro.stages.reproduce import make_plan, reproduce
 
     pinned_dir = Path(results_dir) / preset
-    if not (pinned_dir / "scores.jsonl").is_file():
-        raise ResultsError(f"no pinned results for preset {preset!r} in {results_dir}")
-    provenance = json.loads((pinned_dir / "provenance.json").read_text(encoding="utf-8"))
+    provenance = load_provenance(preset, results_dir)
     pinned = {
         (r["model"], r["benchmark"]): r
         for r in map(json.loads, (pinned_dir / "scores.jsonl").read_text("utf-8").splitlines())

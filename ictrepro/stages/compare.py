@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from ictrepro.io import atomic_write_json, atomic_write_jsonl
-from ictrepro.results.pinned import RESULTS_DIR, ResultsError
+from ictrepro.results.pinned import RESULTS_DIR, ResultsError, load_provenance
 from ictrepro.runs import load_record
 from ictrepro.stages.reproduce import make_plan, reproduce
 
@@ -31,14 +31,7 @@ def materialise_pinned(
     run_dir: Path, preset: str, *, results_dir: Path = RESULTS_DIR, skip_methods: set[str]
 ) -> list[str]:
     """Write the pinned models' per-problem counts into ``RUN/eval``; returns their names."""
-    pinned_dir = Path(results_dir) / preset
-    scores_path = pinned_dir / "scores.jsonl"
-    if not scores_path.is_file():
-        raise ResultsError(
-            f"no pinned results of preset {preset!r} ({scores_path}); run `ictrepro reproduce "
-            f"--preset {preset}` and pin it with `ictrepro check --pin RUN --preset {preset}`"
-        )
-    provenance = json.loads((pinned_dir / "provenance.json").read_text(encoding="utf-8"))
+    provenance = load_provenance(preset, results_dir)
     prepared = load_record(run_dir, "prepare") or {}
     if provenance.get("prepare_config_sha256") != prepared.get("config_sha256"):
         raise ResultsError(
@@ -48,6 +41,7 @@ def materialise_pinned(
             "Compare in a run prepared by this version's preset, or re-pin the results"
         )
     written = set()
+    scores_path = Path(results_dir) / preset / "scores.jsonl"
     for line in scores_path.read_text(encoding="utf-8").splitlines():
         record: dict[str, Any] = json.loads(line)
         if record["method"] in skip_methods or record["method"] == "base":
@@ -90,10 +84,7 @@ def compare(
 
     console = console or Console(quiet=not show_progress)
     if jobs is None:  # the baselines' worker count, so the new rule runs as they did
-        provenance = Path(results_dir) / preset / "provenance.json"
-        if not provenance.is_file():
-            raise ResultsError(f"no pinned results for preset {preset!r}: {provenance} is missing")
-        jobs = json.loads(provenance.read_text(encoding="utf-8"))["training_jobs"]
+        jobs = load_provenance(preset, results_dir)["training_jobs"]
     plan = make_plan(preset, run_dir, methods=(method,), seeds=seeds)
     reproduce(
         plan,

@@ -17,6 +17,7 @@ count, so ``RUN/reproduce.json`` records the ``jobs`` (and each stage's wall tim
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing
 import os
 import sys
@@ -340,8 +341,6 @@ def recorded_jobs(run_dir: Path) -> int | None:
     path = Path(run_dir) / RECORD
     if not path.is_file():
         return None
-    import json
-
     return int(json.loads(path.read_text(encoding="utf-8"))["jobs"])
 
 
