@@ -23,10 +23,10 @@ from pathlib import Path
 
 from accelerate import Accelerator
 
+from ictrepro.algos.losses import group_advantages
 from ictrepro.config import train_preset
 from ictrepro.stages.train import load_problems, resolve_inputs
 from ictrepro.train.grpo import GRPOTrainer
-from ictrepro.train.metrics import MetricSums
 from ictrepro.verify import Verifier
 
 
@@ -54,7 +54,9 @@ def main() -> None:
             for m, c in configs.items()
         }
         grpo = trainers["grpo"]
-        batch, advantages = grpo.score(*grpo.sample(0), MetricSums())
+        problems, completions = grpo.sample(0)
+        batch = grpo.pack(problems, completions, grpo.reward(problems, completions)[0])
+        advantages = group_advantages(batch.rewards, batch.group_ids)
         for repeat in range(args.repeats + 1):  # round 0 warms up and is dropped
             for method, trainer in trainers.items():
                 start = time.perf_counter()

@@ -10,10 +10,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from typer.testing import CliRunner
 
 from ictrepro.cli import app
-from ictrepro.config import prepare_preset
 from ictrepro.data.prompts import render_prompt
 from ictrepro.data.records import Problem
 from ictrepro.io import hash_outputs, read_jsonl
+from ictrepro.presets import prepare_preset
 from ictrepro.runs import RunDirConflict, load_record
 from ictrepro.stages import prepare as prepare_module
 from ictrepro.stages.prepare import OUTPUTS, build_data, prepare

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from rich.console import Console
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from typer.testing import CliRunner
@@ -21,26 +22,21 @@ from typer.testing import CliRunner
 from ictrepro.algos.losses import grpo_loss
 from ictrepro.algos.token_stats import TokenStats
 from ictrepro.cli import app
-from ictrepro.config import (
-    RLSpec,
-    apply_overrides,
-    load_overrides,
-    parse_assignments,
-    prepare_preset,
-    train_preset,
-)
+from ictrepro.config import RLSpec, apply_overrides, load_overrides, parse_assignments
+from ictrepro.errors import ConfigError, TrainingDiverged, UserModuleError
+from ictrepro.presets import prepare_preset, train_preset
 from ictrepro.rollout.hf import Completion
 from ictrepro.runs import RunDirConflict, load_record
 from ictrepro.stages.prepare import prepare
 from ictrepro.stages.train import train, train_dir
 from ictrepro.train import grpo as grpo_module
+from ictrepro.train.checkpoint import list_checkpoints
 from ictrepro.train.grpo import (
     PromptSchedule,
-    TrainingDiverged,
     build_batch,
     concat_stats,
     group_chunks,
-    list_checkpoints,
+    micro_batch_weights,
     policy_logprobs,
     rollout_statistics,
 )
@@ -236,6 +232,127 @@ def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(run_dir, monkeypatc
     assert [json.loads(x)["step"] for x in lines] == [1]
 
 
+def test_resume_and_rerun_accept_changed_infra_fields_and_name_them(run_dir, monkeypatch):
+    reference = train(smoke("ict"), run_dir, show_progress=False, verifier=ScriptedVerifier())
+    reference_weights = weights(reference.out_dir / "final_model")
+    original_step = grpo_module.GRPOTrainer.step
+
+    def crash_at_third_step(self, step):
+        if step == 2:
+            raise KeyboardInterrupt("simulated interruption")
+        return original_step(self, step)
+
+    monkeypatch.setattr(grpo_module.GRPOTrainer, "step", crash_at_third_step)
+    with pytest.raises(KeyboardInterrupt):
+        train(smoke("ict"), run_dir, force=True, show_progress=False, verifier=ScriptedVerifier())
+    monkeypatch.setattr(grpo_module.GRPOTrainer, "step", original_step)
+
+    infra = {"infra.keep_checkpoints": 3, "infra.verifier_workers": 2}
+    console = Console(record=True, width=300)
+    resumed = train(
+        smoke("ict", **infra), run_dir, resume=True, console=console, verifier=ScriptedVerifier()
+    )
+    said = console.export_text()
+    assert "infra.keep_checkpoints: 1 (recorded) != 3 (now)" in said
+    assert "infra.verifier_workers: 0 (recorded) != 2 (now)" in said
+    assert without_times(resumed.metrics) == without_times(reference.metrics)
+    resumed_weights = weights(resumed.out_dir / "final_model")
+    assert all(torch.equal(reference_weights[k], resumed_weights[k]) for k in reference_weights)
+    # The new value is used: the step-3 checkpoint joined the kept step-2 one.
+    kept = [p.name for p in list_checkpoints(resumed.out_dir / "checkpoints")]
+    assert kept == ["step-000002", "step-000003"]
+    record = load_record(resumed.out_dir, "train")
+    assert record["config"]["infra"]["keep_checkpoints"] == 3
+    assert len(record["info"]["infra_changed"]) == 2
+
+    console = Console(record=True, width=300)
+    again = train(
+        smoke("ict", **{"infra.checkpoint_every": 2}),
+        run_dir,
+        console=console,
+        verifier=ScriptedVerifier(),
+    )
+    assert again.skipped
+    assert "infra.checkpoint_every: 1 (recorded) != 2 (now)" in console.export_text()
+
+
+def test_only_result_changing_fields_are_hashed():
+    base = smoke("grpo")
+    assert smoke("grpo", **{"infra.keep_checkpoints": 5}).sha256() == base.sha256()
+    assert smoke("grpo", **{"infra.checkpoint_every": 2}).sha256() == base.sha256()
+    assert smoke("grpo", **{"infra.verifier_workers": 4}).sha256() == base.sha256()
+    for changed in ("rl.sample_batch_size", "rl.micro_batch_size"):
+        assert smoke("grpo", **{changed: 2}).sha256() != base.sha256(), changed
+    assert "infra" not in base.identity_json() and "infra" in base.to_json()
+
+
+def test_an_infra_field_under_its_old_rl_name_says_the_new_one():
+    with pytest.raises(ConfigError, match=r"rl.keep_checkpoints is now infra.keep_checkpoints"):
+        smoke("grpo", **{"rl.keep_checkpoints": 3})
+
+
+RAISING_RULE = """
+from ictrepro.algos.selection import register_selection
+
+
+@register_selection("raises_{tag}")
+def raises(inputs):
+    return inputs.response_mask[None]  # a 3-D mask: the rule's bug
+"""
+
+
+@pytest.fixture
+def restore_registry():
+    from ictrepro.algos import selection
+
+    rules, loaded = dict(selection._REGISTRY), dict(selection._LOADED_MODULES)
+    yield
+    selection._REGISTRY.clear()
+    selection._REGISTRY.update(rules)
+    selection._LOADED_MODULES.clear()
+    selection._LOADED_MODULES.update(loaded)
+
+
+def test_an_error_of_the_users_rule_names_its_module(run_dir, tmp_path, restore_registry):
+    from ictrepro.algos.selection import load_method_module
+
+    path = tmp_path / "my_rule.py"
+    path.write_text(RAISING_RULE.replace("{tag}", "a"))
+    load_method_module(path)
+    config = train_preset("tiny-smoke", method="raises_a")
+    with pytest.raises(UserModuleError, match=r"raises_a.*my_rule.py.*step 1") as err:
+        train(config, run_dir, show_progress=False, verifier=ScriptedVerifier(), method_module=path)
+    assert err.value.__cause__ is not None  # the rule's own traceback is kept
+
+
+def test_a_bug_outside_the_users_rule_is_not_blamed_on_it(
+    run_dir, tmp_path, monkeypatch, restore_registry
+):
+    from ictrepro.algos.selection import load_method_module
+
+    path = tmp_path / "fine_rule.py"
+    path.write_text(
+        "from ictrepro.algos.selection import register_selection\n\n\n"
+        '@register_selection("fine_b")\n'
+        "def fine(inputs):\n"
+        "    return inputs.response_mask.clone()\n"
+    )
+    load_method_module(path)
+
+    def buggy_loss(*args, **kwargs):
+        raise TypeError("a bug in the loss")
+
+    monkeypatch.setattr(grpo_module, "grpo_loss", buggy_loss)
+    with pytest.raises(TypeError, match="a bug in the loss"):
+        train(
+            train_preset("tiny-smoke", method="fine_b"),
+            run_dir,
+            show_progress=False,
+            verifier=ScriptedVerifier(),
+            method_module=path,
+        )
+
+
 # ---------------------------------------------------------- pieces of a step
 
 
@@ -376,9 +493,7 @@ def test_selection_metrics_by_hand():
     entropy = torch.tensor([[1.0, 0.1, 0.5, 0.0], [2.0, 0.3, 0.0, 0.0]])
     renyi2 = torch.tensor([[0.5, 0.05, 0.2, 0.0], [1.5, 0.2, 0.0, 0.0]])
     js = torch.tensor([[0.3, 0.1, 0.0, 0.0], [0.2, 0.4, 0.0, 0.0]])
-    sums = MetricSums()
-    selection_metrics(sums, TokenStats(logprob, entropy, renyi2, js), mask, resp)
-    m = sums.reduce()
+    m = selection_metrics(TokenStats(logprob, entropy, renyi2, js), mask, resp).reduce()
     assert m["selected_fraction"] == pytest.approx(2 / 5)
     assert m["entropy_mean"] == pytest.approx((1.0 + 0.1 + 0.5 + 2.0 + 0.3) / 5)
     assert m["js_selected_mean"] == pytest.approx((0.3 + 0.4) / 2)
@@ -390,6 +505,28 @@ def test_selection_metrics_by_hand():
     assert m["selected_prob_above_purity_fraction"] == 0.0
     # all tokens: (0,1) 0.9 > e^-0.05 = 0.95? no; (0,2) 0.2 > 0.82? no; (1,0) 0.1 > 0.22? no.
     assert m["prob_above_purity_fraction"] == 0.0
+
+
+def test_micro_batch_weights_add_up_to_the_mini_batch_aggregate():
+    mask = torch.tensor([[1, 1, 0], [0, 0, 0], [1, 0, 0], [1, 1, 1], [0, 1, 0]], dtype=torch.bool)
+    rows = slice(1, 5)  # 4 rows holding 5 selected tokens
+    token = micro_batch_weights(mask, rows, 3, "token-mean")
+    assert token == [(slice(1, 4), 4 / 5), (slice(4, 5), 1 / 5)]
+    rows_mean = micro_batch_weights(mask, rows, 3, "seq-mean-token-mean")
+    assert rows_mean == [(slice(1, 4), 3 / 4), (slice(4, 5), 1 / 4)]
+    assert micro_batch_weights(mask, slice(0, 2), 2, "token-mean") == [(slice(0, 2), 1.0)]
+    # No selected token: weight 0, not a division by zero.
+    assert micro_batch_weights(mask, slice(1, 2), 1, "token-mean") == [(slice(1, 2), 0.0)]
+
+
+def test_metric_sums_empty_and_merged():
+    a, b = MetricSums(), MetricSums()
+    a.add("x", 1.0, 1)
+    b.add("x", 2.0, 1)
+    b.count("n", 4)
+    merged = MetricSums.merged(a, b, MetricSums.empty(("loss",)))
+    assert merged.reduce() == {"x": 1.5, "loss": None, "n": 4.0}
+    assert a.reduce() == {"x": 1.0}  # the parts are left as they were
 
 
 def test_metric_sums_means_and_totals():
@@ -437,7 +574,7 @@ def test_overrides_from_the_command_line_and_files(tmp_path):
     ],
 )
 def test_bad_overrides_name_the_field(overrides, message):
-    with pytest.raises((KeyError, ValueError), match=message):
+    with pytest.raises(ConfigError, match=message):
         train_preset("tiny", method="ict", overrides=overrides)
 
 

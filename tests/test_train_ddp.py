@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ictrepro.config import prepare_preset
+from ictrepro.presets import prepare_preset
 from ictrepro.runs import load_record
 from ictrepro.stages.prepare import prepare
 
@@ -48,7 +48,7 @@ def two_runs(tmp_path_factory):
     shutil.copytree(base, double)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     subprocess.run(
-        [sys.executable, str(HELPER), str(single), "ict", *OVERRIDES],
+        [sys.executable, str(HELPER), str(single), "ict", "--dump-masks", *OVERRIDES],
         check=True,
         capture_output=True,
         env=env,
@@ -70,6 +70,7 @@ def two_runs(tmp_path_factory):
             str(HELPER),
             str(double),
             "ict",
+            "--dump-masks",
             *OVERRIDES,
         ]
     )
@@ -97,6 +98,28 @@ def test_two_processes_select_like_one(two_runs):
         # JS is a difference of float32 entropies (~6 nats here): absolute rounding ~1e-6.
         assert two["js_selected_mean"] == pytest.approx(one["js_selected_mean"], abs=2e-6)
     assert single[-1]["selected_fraction"] < 0.2  # ICT after its warm-up: ~10% per response
+
+
+def selected_positions(out_dir: Path) -> dict[int, set[tuple[int, int]]]:
+    """Per step, the selected ``(row, t)`` of every process (rows numbered over processes)."""
+    steps: dict[int, set[tuple[int, int]]] = {}
+    for path in sorted(out_dir.glob("selected-rank*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            steps.setdefault(record["step"], set()).update(map(tuple, record["selected"]))
+    return steps
+
+
+def test_two_processes_select_the_same_tokens_as_one(two_runs):
+    """The same token positions, not only as many: ICT's count depends on the response
+    lengths alone, its positions on each process's group JS."""
+    single, double = two_runs
+    assert len(list(double.glob("selected-rank*.jsonl"))) == 2
+    one, two = selected_positions(single), selected_positions(double)
+    assert sorted(one) == sorted(two) == [1, 2, 3]
+    for step in one:
+        assert two[step] == one[step], step
+    assert all(one.values())
 
 
 CONFIGS = Path(__file__).parent.parent / "configs" / "accelerate"

@@ -229,6 +229,17 @@ SUITES: dict[str, Suite] = {
     )
 }
 SPLITS = ("train", "test")
+#: The suites a tiny run is evaluated on (every suite but the training mixture), in the
+#: order of the paper's tables.
+EVAL_SUITES = (
+    "tiny-gsm8k",
+    "tiny-math500",
+    "tiny-mmlu-stem",
+    "tiny-gpqa",
+    "tiny-aime23",
+    "tiny-aime24",
+    "tiny-aime25",
+)
 
 
 def get_suite(name: str) -> Suite:

@@ -12,9 +12,11 @@ from typing import Protocol
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ictrepro.config import SAMPLERS
 from ictrepro.rollout.hf import Completion, hf_generate
 from ictrepro.rollout.params import SamplingParams
+
+#: The backends ``make_sampler`` builds (``rl.sampler``).
+SAMPLERS = ("hf", "vllm")
 
 
 class Sampler(Protocol):

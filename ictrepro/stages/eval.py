@@ -39,13 +39,11 @@ from ictrepro.io import (
     read_jsonl_numbered,
     sha256_json,
 )
+from ictrepro.presets import TINY_EVAL
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.params import SamplingParams
 from ictrepro.verify import GradeRequest, Verdict
 
-#: The tiny suites' decoding: what `prepare`'s calibration uses.
-TINY_SETTINGS = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_new_tokens=96)
-TINY_KS = (1, 4)
 BASE = "base"
 HARNESSES = ("ours", "lm-eval")
 
@@ -85,7 +83,7 @@ def load_task(
         problems = [
             Problem.from_json(r, where=f"{path}:{i + 1}") for i, r in enumerate(read_jsonl(path))
         ]
-        sampling, ks = TINY_SETTINGS, TINY_KS
+        sampling, ks = TINY_EVAL.sampling, TINY_EVAL.ks
     else:
         from ictrepro.data.benchmarks import BENCHMARKS, load_benchmark
 

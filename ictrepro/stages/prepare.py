@@ -29,6 +29,7 @@ from ictrepro.config import PrepareConfig
 from ictrepro.data.prompts import render_prompt, user_message
 from ictrepro.data.records import Problem
 from ictrepro.data.suites import generate_suite
+from ictrepro.errors import ConfigError
 from ictrepro.evaluate.score import SuiteScore, grade_responses, score_verdicts
 from ictrepro.io import atomic_directory, atomic_write_json, atomic_write_jsonl, hash_outputs
 from ictrepro.models.build import build_model, count_parameters
@@ -66,7 +67,7 @@ def build_data(config: PrepareConfig) -> dict[str, list[Problem]]:
     extra = dict(spec.sft_extra)
     unknown = set(extra) - set(spec.eval_suites)
     if unknown:
-        raise ValueError(
+        raise ConfigError(
             f"data.sft_extra names {sorted(unknown)}, which are not eval suites; "
             f"valid: {', '.join(spec.eval_suites)}"
         )

@@ -29,7 +29,8 @@ from typing import Any
 
 from rich.console import Console
 
-from ictrepro.config import EVAL_SUITES, PREPARE_PRESETS, TRAIN_PRESETS, train_preset
+from ictrepro.errors import ConfigError
+from ictrepro.presets import get_preset, prepare_preset, train_preset
 
 #: The methods of the paper's comparison and the paper's random-10% control.
 DEFAULT_METHODS = ("grpo", "entropy", "stapo", "ict", "random")
@@ -53,13 +54,13 @@ class Plan:
 
     def describe(self) -> list[str]:
         """Human-readable lines: stages, runs, and how many responses each stage samples."""
-        config = train_preset(self.preset, method=self.methods[0])
-        rl = config.rl
+        preset = get_preset(self.preset)
+        rl = train_preset(self.preset, method=self.methods[0]).rl
         per_run = rl.steps * rl.prompts_per_step * rl.group_size
         lines = [
             f"preset {self.preset} -> {self.run_dir}",
             "1. prepare: data, tokenizer, warm-started base model, calibration"
-            if self.preset in PREPARE_PRESETS
+            if preset.prepare is not None
             else f"1. prepare: NOT AVAILABLE for {self.preset} (paper-scale prepare is not built)",
             f"2. train: {len(self.train_runs)} runs ({len(self.methods)} methods x "
             f"{len(self.seeds)} seeds), each {rl.steps} steps x {rl.prompts_per_step} prompts x "
@@ -78,12 +79,10 @@ class Plan:
 
 def _eval_samples(preset: str, benchmarks: Sequence[str]) -> int | None:
     """Responses one model's evaluation samples (None when the sizes are not known here)."""
-    from ictrepro.config import prepare_preset
-    from ictrepro.stages.eval import TINY_SETTINGS
-
-    if preset in PREPARE_PRESETS:
-        n_test = prepare_preset(preset).data.n_test
-        return sum(n_test * TINY_SETTINGS.n for b in benchmarks if b in EVAL_SUITES)
+    spec = get_preset(preset)
+    if spec.prepare is not None and spec.eval.sampling is not None:
+        n_test = spec.prepare.data.n_test
+        return sum(n_test * spec.eval.sampling.n for b in benchmarks if b in spec.eval.benchmarks)
     from ictrepro.data.benchmarks import BENCHMARKS
 
     return sum(BENCHMARKS[b].size * BENCHMARKS[b].n for b in benchmarks)
@@ -97,18 +96,11 @@ def make_plan(
     seeds: Sequence[int] = DEFAULT_SEEDS,
 ) -> Plan:
     """The plan of a reproduction; unknown presets and methods list the valid ones."""
-    if preset not in TRAIN_PRESETS:
-        raise KeyError(f"unknown preset {preset!r}; valid: {', '.join(TRAIN_PRESETS)}")
+    benchmarks = get_preset(preset).eval.benchmarks  # raises on an unknown preset
     for method in methods:
         train_preset(preset, method=method)  # raises on an unknown method
     if not seeds:
-        raise ValueError("no seeds given")
-    if preset in PREPARE_PRESETS:
-        benchmarks: tuple[str, ...] = EVAL_SUITES
-    else:
-        from ictrepro.data.benchmarks import PAPER_BENCHMARKS
-
-        benchmarks = tuple(PAPER_BENCHMARKS)
+        raise ConfigError("no seeds given")
     runs = tuple((m, s) for s in seeds for m in methods)
     return Plan(preset, Path(run_dir), tuple(methods), tuple(seeds), benchmarks, runs)
 
@@ -127,12 +119,11 @@ def reproduce(
     ``method_module``: a user's file registering a method of the plan (loaded here and by
     every training process). ``report=False`` stops after the evaluation.
     """
-    from ictrepro.config import prepare_preset
     from ictrepro.stages.eval import evaluate_run
     from ictrepro.stages.prepare import prepare
 
     console = console or Console(quiet=not show_progress)
-    if plan.preset not in PREPARE_PRESETS:
+    if get_preset(plan.preset).prepare is None:
         raise NotImplementedError(
             f"reproduce --preset {plan.preset}: the paper-scale prepare stage (downloading "
             "Qwen2.5 and the benchmarks onto a GPU machine) is not built yet; use --dry-run to "

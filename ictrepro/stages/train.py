@@ -9,7 +9,9 @@ Writes ``RUN/train/<method>-seed<seed>/``::
 
 Re-running with the same config and inputs does nothing when the run is finished;
 ``--resume`` continues an interrupted run from its last checkpoint; a different config or
-different inputs is refused with the fields that differ (``--force`` starts over).
+different inputs is refused with the fields that differ (``--force`` starts over). The
+``infra`` fields (checkpoint cadence, kept checkpoints, verifier workers) do not change
+results, so they are not part of the run's identity: a changed value is used, and named.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ictrepro.config import TrainConfig
 from ictrepro.data.records import Problem
 from ictrepro.io import hash_outputs, read_jsonl, sha256_json
 from ictrepro.runs import RunDirConflict, StageRecord, load_record, write_record
+from ictrepro.train.checkpoint import list_checkpoints
 
 STAGE = "train"
 OUTPUTS = ("final_model", "metrics.jsonl")
@@ -100,10 +103,8 @@ def _decide(out_dir: Path, identity: dict[str, Any], sha: str, *, resume: bool, 
             f"{out_dir} is not empty and has no {STAGE}.json record; move it away or pass --force"
         )
     if record["config_sha256"] != sha:
-        recorded = {
-            "config": record.get("config", {}),
-            "inputs": record.get("info", {}).get("inputs", {}),
-        }
+        config = {k: v for k, v in record.get("config", {}).items() if k != "infra"}
+        recorded = {"config": config, "inputs": record.get("info", {}).get("inputs", {})}
         diff = config_diff(recorded, identity) or ["(the record's hash does not match its content)"]
         raise RunDirConflict(
             f"{out_dir} holds a run of a different config; differing fields:\n  "
@@ -123,6 +124,13 @@ def _decide(out_dir: Path, identity: dict[str, Any], sha: str, *, resume: bool, 
     return "resume"
 
 
+def infra_changes(out_dir: Path, config: TrainConfig) -> list[str]:
+    """The ``infra`` fields whose value differs from the run's record (``config_diff`` lines)."""
+    record = load_record(out_dir, STAGE) or {}
+    recorded = record.get("config", {}).get("infra", {})
+    return config_diff({"infra": recorded}, {"infra": config.to_json()["infra"]})
+
+
 def train(
     config: TrainConfig,
     run_dir: Path,
@@ -140,7 +148,7 @@ def train(
     import torch
     from accelerate import Accelerator
 
-    from ictrepro.train.grpo import GRPOTrainer, list_checkpoints
+    from ictrepro.train.grpo import GRPOTrainer
     from ictrepro.verify import Verifier
 
     console = console or Console(quiet=not show_progress)
@@ -153,13 +161,19 @@ def train(
         inputs["method_module_sha256"] = sha256_json(
             hash_outputs(Path(method_module).parent, [Path(method_module).name])
         )
-    identity = {"config": config.to_json(), "inputs": inputs}
+    identity = {"config": config.identity_json(), "inputs": inputs}
     sha = sha256_json(identity)
     # cpu=True on a machine without GPUs is what makes accelerate use gloo when launched
     # with several processes (`accelerate launch --multi_gpu --num_processes 2` on CPU).
     cpu = torch.accelerator.current_accelerator() is None
     acc = accelerator or Accelerator(cpu=cpu, step_scheduler_with_optimizer=False)
     state = _decide(out_dir, identity, sha, resume=resume, force=force)
+    ignored = infra_changes(out_dir, config) if state != "fresh" else []
+    if ignored:
+        console.print(
+            "train: infra fields changed since the run started (they do not change results): "
+            + "; ".join(ignored)
+        )
     acc.wait_for_everyone()  # every process decided before the main one writes anything
     if state == "current":
         console.print(f"[green]train: {out_dir} is finished[/] (config {sha[:12]})")
@@ -170,34 +184,33 @@ def train(
         if state == "fresh" and out_dir.exists():
             shutil.rmtree(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        write_record(
-            out_dir, StageRecord(STAGE, "running", config.to_json(), sha, {}, {"inputs": inputs})
-        )
+        info = {"inputs": inputs, **({"infra_changed": ignored} if ignored else {})}
+        write_record(out_dir, StageRecord(STAGE, "running", config.to_json(), sha, {}, info))
     acc.wait_for_everyone()
 
     problems = load_problems(data_path)
     own_verifier = verifier is None
     if own_verifier:
         verifier = Verifier(
-            workers=config.rl.verifier_workers, timeout_s=config.rl.verifier_timeout_s
+            workers=config.infra.verifier_workers, timeout_s=config.rl.verifier_timeout_s
         )
     try:
         trainer = GRPOTrainer(
-            config, model_path, problems, out_dir, acc, verifier, show_progress=show_progress
+            config,
+            model_path,
+            problems,
+            out_dir,
+            acc,
+            verifier,
+            show_progress=show_progress,
+            method_module=method_module,
         )
         start = 0
-        checkpoints = list_checkpoints(trainer.checkpoint_dir())
+        checkpoints = list_checkpoints(trainer.checkpoint_dir)
         if state == "resume" and checkpoints:
             start = trainer.load_checkpoint(checkpoints[-1])
             console.print(f"train: resuming {out_dir.name} after step {start}")
-        try:
-            trainer.train(start)
-        except (TypeError, ValueError) as e:
-            if method_module is None:
-                raise
-            from ictrepro.algos.selection import MethodModuleError
-
-            raise MethodModuleError(f"method {config.method!r} from {method_module}: {e}") from e
+        trainer.train(start)
         trainer.save_final_model(out_dir / "final_model")
     finally:
         if own_verifier:
@@ -206,6 +219,7 @@ def train(
     if acc.is_main_process:
         info = {
             "inputs": inputs,
+            **({"infra_changed": ignored} if ignored else {}),
             "num_processes": acc.num_processes,
             "train_time_s": sum(m["time_step_s"] for m in metrics),
         }

@@ -1,4 +1,4 @@
-"""The GRPO loop of METHOD.md, in which the token mask is the only thing that differs.
+"""The GRPO loop of docs/method.md, in which the token mask is the only thing that differs.
 
 One training step, on every rank (process):
 
@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import math
-import shutil
 import time
 import warnings
 from collections.abc import Callable
@@ -54,19 +52,13 @@ from ictrepro.algos.token_stats import (
 from ictrepro.config import TrainConfig
 from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
 from ictrepro.data.records import Problem
-from ictrepro.io import atomic_write_json
+from ictrepro.errors import ConfigError, TrainingDiverged, UserModuleError
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.hf import Completion
 from ictrepro.rollout.sampler import Sampler, make_sampler
+from ictrepro.train import checkpoint
 from ictrepro.train.metrics import MetricsLog, MetricSums, selection_metrics
 from ictrepro.verify import GradeRequest, Verdict
-
-CHECKPOINT_PREFIX = "step-"
-TRAINER_STATE = "trainer_state.json"
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss or the gradient became NaN/inf; the last good checkpoint is kept."""
 
 
 def derive_seed(*parts: object) -> int:
@@ -296,6 +288,30 @@ def lr_lambda(warmup_steps: int, total_steps: int, schedule: str) -> Callable[[i
     return factor
 
 
+@dataclass(frozen=True)
+class StepTensors:
+    """What the update of one step trains on: the batch and the rollout's results for it.
+
+    Attributes:
+        batch: the step's ``B`` sequences (this process's share).
+        advantages: ``[B]`` float32, one per response.
+        old_logprob: ``[B, R]`` float32, log-probs of the rollout policy.
+        ref_logprob: ``[B, R]`` float32 of the reference policy, or None (no KL term).
+        mask: ``[B, R]`` bool, the method's selected tokens.
+    """
+
+    batch: RolloutBatch
+    advantages: Tensor
+    old_logprob: Tensor
+    ref_logprob: Tensor | None
+    mask: Tensor
+
+
+#: The update's metrics; present (null) on a step without an update too, so every line of
+#: ``metrics.jsonl`` has the same keys.
+UPDATE_METRICS = ("loss", "grad_norm", "kl", "clip_fraction")
+
+
 class GRPOTrainer:
     """Runs the steps of one (method, seed) run in ``out_dir``.
 
@@ -307,6 +323,8 @@ class GRPOTrainer:
         accelerator: the ``Accelerator`` of this process.
         verifier: grades responses (``grade_many``); the caller owns and closes it.
         show_progress: draw the rich progress display (main process only).
+        method_module: the user's file that registered the method, if any: an error raised
+            by its rule is reported as that file's (``UserModuleError``).
     """
 
     def __init__(
@@ -319,25 +337,27 @@ class GRPOTrainer:
         verifier: Any,
         *,
         show_progress: bool = True,
+        method_module: Path | None = None,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # per-file loading bars would break the display
 
-        self.config, self.rl = config, config.rl
+        self.config, self.rl, self.infra = config, config.rl, config.infra
         self.rule = get_selection(config.method)
+        self.method_module = method_module
         self.problems, self.out_dir = problems, Path(out_dir)
         self.accelerator, self.verifier = accelerator, verifier
         self.show_progress = show_progress and accelerator.is_main_process
         world = accelerator.num_processes
         if self.rl.prompts_per_step % world:
-            raise ValueError(
+            raise ConfigError(
                 f"rl.prompts_per_step ({self.rl.prompts_per_step}) must be divisible by the "
                 f"number of processes ({world}): each process takes whole groups"
             )
         if (self.rl.prompts_per_step // world) % self.rl.mini_batches:
-            raise ValueError(
+            raise ConfigError(
                 f"each process's {self.rl.prompts_per_step // world} prompts must split "
                 f"evenly into rl.mini_batches ({self.rl.mini_batches})"
             )
@@ -352,9 +372,8 @@ class GRPOTrainer:
         optimizer = torch.optim.AdamW(
             policy.parameters(), lr=self.rl.lr, weight_decay=self.rl.weight_decay
         )
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lr_lambda(self.rl.lr_warmup_steps, self.rl.steps, self.rl.lr_schedule)
-        )
+        self.lr_factor = lr_lambda(self.rl.lr_warmup_steps, self.rl.steps, self.rl.lr_schedule)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self.lr_factor)
         self.model, self.optimizer, self.scheduler = accelerator.prepare(
             policy, optimizer, scheduler
         )
@@ -368,6 +387,7 @@ class GRPOTrainer:
         self.schedule = PromptSchedule(len(problems), self.rl.prompts_per_step, config.seed)
         self.with_js = "js" in self.rule.needs or self.rl.log_js
         self.temperature = self.rl.temperature_for_stats
+        self.checkpoint_dir = checkpoint.checkpoint_dir(self.out_dir)
         self.log = MetricsLog(self.out_dir / "metrics.jsonl", enabled=accelerator.is_main_process)
 
     # ------------------------------------------------------------------ the loop
@@ -385,54 +405,52 @@ class GRPOTrainer:
                 self.log.append(metrics)
                 history.append(metrics)
                 completed = step + 1
-                if completed % self.rl.checkpoint_every == 0 or completed == self.rl.steps:
+                if completed % self.infra.checkpoint_every == 0 or completed == self.rl.steps:
                     self.save_checkpoint(completed)
                 advance(1, self._describe(metrics))
         return history
 
-    def _describe(self, m: dict[str, Any] | None) -> str:
-        name = f"train {self.config.method} seed {self.config.seed}"
-        if m is None:
-            return name
-        return (
-            f"{name} · reward {m['reward_mean']:.2f} · H {m['entropy_mean']:.2f}"
-            f" · selected {100 * m['selected_fraction']:.1f}%"
-        )
-
     def step(self, step: int) -> dict[str, Any]:
         """One training step (0-based ``step``); returns its metrics (global over ranks)."""
         acc = self.accelerator
-        sums = MetricSums()
-        for name in ("loss", "grad_norm", "kl", "clip_fraction"):
-            sums.add(name, 0.0, 0)  # present (null) on a skipped step too: same keys every line
         t0 = time.perf_counter()
         problems, completions = self.sample(step)
         t1 = time.perf_counter()
-        batch, advantages = self.score(problems, completions, sums)
+        rewards, reward_sums = self.reward(problems, completions)
+        batch = self.pack(problems, completions, rewards)
+        advantages = group_advantages(
+            batch.rewards, batch.group_ids, normalize_std=self.rl.adv_normalize_std
+        )
         t2 = time.perf_counter()
         stats, ref_logprob = self.statistics(batch)
         mask = self.select(batch, advantages, stats, step)
-        selection_metrics(sums, stats, mask, batch.response_mask)
         t3 = time.perf_counter()
 
+        # Skipped on every process alike: a step has a signal if any process's groups do.
         signal = acc.reduce(advantages.ne(0).any().float().reshape(1), "sum")
         skipped = float(signal.item()) == 0.0
-        if not skipped:
-            self._update(batch, stats.logprob, ref_logprob, advantages, mask, sums, step)
+        if skipped:
+            update_sums = MetricSums.empty(UPDATE_METRICS)
+        else:
+            tensors = StepTensors(batch, advantages, stats.logprob, ref_logprob, mask)
+            update_sums = self.update(tensors, step)
         with warnings.catch_warnings():
             # The LR follows the step count, also over steps without an update.
             warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*optimizer.step")
             self.scheduler.step()
         t4 = time.perf_counter()
 
-        n_groups = int(batch.group_ids.max()) + 1
-        sums.add("groups_without_signal_fraction", _groups_without_signal(batch), n_groups)
-        sums.add("response_length_mean", batch.response_mask.sum(), batch.response_mask.shape[0])
+        sums = MetricSums.merged(
+            reward_sums,
+            selection_metrics(stats, mask, batch.response_mask),
+            update_sums,
+            batch_metrics(batch),
+        )
         metrics = {"step": step + 1, **sums.reduce(acc)}
         if acc.num_processes > 1:
             metrics["param_checksum_spread"] = self._param_checksum_spread()
         metrics.update(
-            lr=self._lr_at(step),
+            lr=self.rl.lr * self.lr_factor(step),
             update_skipped=skipped,
             time_sample_s=t1 - t0,
             time_reward_s=t2 - t1,
@@ -456,44 +474,34 @@ class GRPOTrainer:
         )
         return problems, completions
 
-    def score(
-        self, problems: list[Problem], completions: list[list[Completion]], sums: MetricSums
-    ) -> tuple[RolloutBatch, Tensor]:
-        """Rewards from the verifier, packed into a batch, and the group advantages."""
-        rewards = self._rewards(problems, completions, sums)
+    def reward(
+        self, problems: list[Problem], completions: list[list[Completion]]
+    ) -> tuple[list[float], MetricSums]:
+        """1.0 for each correct response, else 0.0 (flattened, groups in order), and the
+        reward metrics: mean reward, finished responses, grading timeouts and ungradables."""
+        requests = [
+            GradeRequest(c.text, p.answer, answer_kind(p))
+            for p, group in zip(problems, completions, strict=True)
+            for c in group
+        ]
+        verdicts = self.verifier.grade_many(requests)
+        rewards = [1.0 if v.is_correct else 0.0 for v in verdicts]
+        n = len(verdicts)
+        sums = MetricSums()
+        sums.add("reward_mean", sum(rewards), n)
+        sums.count("reward_timeouts", sum(v == Verdict.TIMEOUT for v in verdicts))
+        sums.count("reward_ungradable", sum(v == Verdict.UNGRADABLE for v in verdicts))
+        sums.add("response_finished", sum(c.finished for group in completions for c in group), n)
+        return rewards, sums
+
+    def pack(
+        self, problems: list[Problem], completions: list[list[Completion]], rewards: list[float]
+    ) -> RolloutBatch:
+        """The prompts (tokenized again) and completions as one batch on this device."""
         prompts = [render_prompt(p, self.tokenizer, style=self.rl.prompt_style) for p in problems]
         prompt_ids = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
         pad = self.tokenizer.pad_token_id
-        batch = build_batch(prompt_ids, completions, rewards, pad, self.accelerator.device)
-        advantages = group_advantages(
-            batch.rewards, batch.group_ids, normalize_std=self.rl.adv_normalize_std
-        )
-        return batch, advantages
-
-    def select(
-        self, batch: RolloutBatch, advantages: Tensor, stats: TokenStats, step: int
-    ) -> Tensor:
-        """The method's token mask, bool ``[B, R]``."""
-        seed = derive_seed(self.config.seed, "select", step, self.accelerator.process_index)
-        inputs = SelectionInputs(
-            response_mask=batch.response_mask,
-            advantages=advantages,
-            logprob=stats.logprob,
-            entropy=stats.entropy,
-            js=stats.js,
-            step=step,
-            generator=torch.Generator().manual_seed(seed),
-        )
-        return self.rule(inputs, **self.config.method_args)
-
-    @torch.no_grad()
-    def _param_checksum_spread(self) -> float:
-        """Max - min over processes of a parameter checksum: 0 while DDP keeps the replicas
-        in sync (every rank applies the same averaged gradient)."""
-        params = self.accelerator.unwrap_model(self.model).parameters()
-        checksum = torch.stack([p.double().sum() for p in params]).sum().reshape(1)
-        gathered = self.accelerator.gather(checksum.to(self.accelerator.device)).cpu()
-        return float(gathered.max() - gathered.min())
+        return build_batch(prompt_ids, completions, rewards, pad, self.accelerator.device)
 
     def statistics(self, batch: RolloutBatch) -> tuple[TokenStats, Tensor | None]:
         """Rollout-policy statistics and reference log-probs, in chunks of whole groups
@@ -518,180 +526,185 @@ class GRPOTrainer:
         )
         return concat_stats(parts, R), ref_logprob
 
-    def _lr_at(self, step: int) -> float:
-        return self.rl.lr * lr_lambda(self.rl.lr_warmup_steps, self.rl.steps, self.rl.lr_schedule)(
-            step
+    def select(
+        self, batch: RolloutBatch, advantages: Tensor, stats: TokenStats, step: int
+    ) -> Tensor:
+        """The method's token mask, bool ``[B, R]``."""
+        seed = derive_seed(self.config.seed, "select", step, self.accelerator.process_index)
+        inputs = SelectionInputs(
+            response_mask=batch.response_mask,
+            advantages=advantages,
+            logprob=stats.logprob,
+            entropy=stats.entropy,
+            js=stats.js,
+            step=step,
+            generator=torch.Generator().manual_seed(seed),
         )
+        if self.method_module is None:
+            return self.rule(inputs, **self.config.method_args)
+        try:
+            return self.rule(inputs, **self.config.method_args)
+        except Exception as e:
+            # Only the user's rule runs in here, so the error is theirs to fix.
+            raise UserModuleError(
+                f"method {self.config.method!r} from {self.method_module} failed at step "
+                f"{step + 1}: {type(e).__name__}: {e}"
+            ) from e
 
-    def _rewards(
-        self, problems: list[Problem], completions: list[list[Completion]], sums: MetricSums
-    ) -> list[float]:
-        requests = [
-            GradeRequest(c.text, p.answer, answer_kind(p))
-            for p, group in zip(problems, completions, strict=True)
-            for c in group
-        ]
-        verdicts = self.verifier.grade_many(requests)
-        rewards = [1.0 if v.is_correct else 0.0 for v in verdicts]
-        n = len(verdicts)
-        sums.add("reward_mean", sum(rewards), n)
-        sums.count("reward_timeouts", sum(v == Verdict.TIMEOUT for v in verdicts))
-        sums.count("reward_ungradable", sum(v == Verdict.UNGRADABLE for v in verdicts))
-        sums.add("response_finished", sum(c.finished for group in completions for c in group), n)
-        return rewards
+    def update(self, tensors: StepTensors, step: int) -> MetricSums:
+        """``ppo_epochs x mini_batches`` optimiser steps of the clipped objective, each
+        accumulating the gradients of its micro-batches; then the sampler gets the weights.
 
-    def _update(
-        self,
-        batch: RolloutBatch,
-        old_logprob: Tensor,
-        ref_logprob: Tensor | None,
-        advantages: Tensor,
-        mask: Tensor,
-        sums: MetricSums,
-        step: int,
-    ) -> None:
-        acc, rl = self.accelerator, self.rl
-        B = batch.response_ids.shape[0]
+        Returns the means of ``loss`` and ``grad_norm`` (per optimiser step), ``kl`` and
+        ``clip_fraction`` (per selected token).
+        """
+        rl = self.rl
+        B = tensors.batch.response_ids.shape[0]
         per_mini = B // rl.mini_batches
-        per_micro = rl.micro_batch_size or per_mini
+        sums = MetricSums()
         self.model.train()
         for _ in range(rl.ppo_epochs):
-            for m0 in range(0, B, per_mini):
-                mini = slice(m0, m0 + per_mini)
-                selected_in_mini = int(mask[mini].sum())
-                micro_starts = list(range(m0, m0 + per_mini, per_micro))
-                update_loss = 0.0
-                for j, u0 in enumerate(micro_starts):
-                    micro = slice(u0, min(u0 + per_micro, m0 + per_mini))
-                    n_rows = micro.stop - micro.start
-                    n_selected = int(mask[micro].sum())
-                    # Weights make the micro-batch losses add up to the mini-batch's aggregate.
-                    if rl.agg_mode == "token-mean":
-                        weight = n_selected / max(1, selected_in_mini)
-                    else:
-                        weight = n_rows / per_mini
-                    last = j == len(micro_starts) - 1
-                    sync = contextlib.nullcontext() if last else acc.no_sync(self.model)
-                    with sync, acc.autocast():
-                        chunk = batch.rows(micro)
-                        logprob = policy_logprobs(self.model, chunk, temperature=self.temperature)
-                        cols = (micro, slice(0, logprob.shape[1]))  # the chunk's trimmed width
-                        loss, info = grpo_loss(
-                            logprob,
-                            old_logprob[cols],
-                            advantages[micro],
-                            mask[cols],
-                            chunk.response_mask,
-                            ref_logprob_BT=None if ref_logprob is None else ref_logprob[cols],
-                            clip_low=rl.clip_low,
-                            clip_high=rl.clip_high,
-                            kl_coef=rl.kl_coef,
-                            agg_mode=rl.agg_mode,  # type: ignore[arg-type]
-                        )
-                        acc.backward(loss * weight)
-                    update_loss += float(loss.detach()) * weight
+            for mini in range(0, B, per_mini):
+                rows = slice(mini, mini + per_mini)
+                micro_batches = micro_batch_weights(
+                    tensors.mask, rows, rl.micro_batch_size or per_mini, rl.agg_mode
+                )
+                loss = 0.0
+                for i, (micro, weight) in enumerate(micro_batches):
+                    last = i == len(micro_batches) - 1
+                    micro_loss, info = self._backward(tensors, micro, weight, sync=last)
+                    loss += micro_loss * weight
+                    n_selected = int(tensors.mask[micro].sum())
                     sums.add("kl", info["kl"] * n_selected, n_selected)
                     sums.add("clip_fraction", info["clip_fraction"] * n_selected, n_selected)
-                grad_norm = float(acc.clip_grad_norm_(self.model.parameters(), rl.grad_clip))
-                if not (math.isfinite(grad_norm) and math.isfinite(update_loss)):
-                    self.optimizer.zero_grad(set_to_none=True)
-                    raise TrainingDiverged(
-                        f"step {step + 1}: the loss ({update_loss}) or the gradient norm "
-                        f"({grad_norm}) is not finite; nothing of this step was saved, and the "
-                        f"last good checkpoint is kept in {self.checkpoint_dir()}. Resuming "
-                        "would repeat this step; lower rl.lr or rl.grad_clip and start over "
-                        "with --force (a run cannot resume under a changed config)"
-                    )
-                sums.add("loss", update_loss, 1)
-                sums.add("grad_norm", grad_norm, 1)
-                self.optimizer.step()
-                self.optimizer.zero_grad(set_to_none=True)
-        self.sampler.update_weights(acc.unwrap_model(self.model))
+                sums.add("loss", loss, 1)
+                sums.add("grad_norm", self._optimizer_step(loss, step), 1)
+        self.sampler.update_weights(self.accelerator.unwrap_model(self.model))
+        return sums
 
-    # ------------------------------------------------------------ checkpoints
+    def _backward(
+        self, tensors: StepTensors, rows: slice, weight: float, *, sync: bool
+    ) -> tuple[float, dict[str, float]]:
+        """Add ``weight`` x the loss of ``rows`` to the gradients; returns the loss and its
+        info. ``sync=False`` skips DDP's gradient all-reduce (not the last micro-batch)."""
+        acc = self.accelerator
+        no_sync = contextlib.nullcontext() if sync else acc.no_sync(self.model)
+        with no_sync, acc.autocast():
+            chunk = tensors.batch.rows(rows)
+            logprob = policy_logprobs(self.model, chunk, temperature=self.temperature)
+            cols = (rows, slice(0, logprob.shape[1]))  # the chunk's trimmed width
+            ref = tensors.ref_logprob
+            loss, info = grpo_loss(
+                logprob,
+                tensors.old_logprob[cols],
+                tensors.advantages[rows],
+                tensors.mask[cols],
+                chunk.response_mask,
+                ref_logprob_BT=None if ref is None else ref[cols],
+                clip_low=self.rl.clip_low,
+                clip_high=self.rl.clip_high,
+                kl_coef=self.rl.kl_coef,
+                agg_mode=self.rl.agg_mode,  # type: ignore[arg-type]
+            )
+            acc.backward(loss * weight)
+        return float(loss.detach()), info
 
-    def checkpoint_dir(self) -> Path:
-        return self.out_dir / "checkpoints"
+    def _optimizer_step(self, loss: float, step: int) -> float:
+        """Clip the accumulated gradients and step; returns the gradient norm before
+        clipping. A non-finite loss or norm stops the run (``TrainingDiverged``)."""
+        grad_norm = float(
+            self.accelerator.clip_grad_norm_(self.model.parameters(), self.rl.grad_clip)
+        )
+        if not (math.isfinite(grad_norm) and math.isfinite(loss)):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise TrainingDiverged(_diverged_message(step, loss, grad_norm, self.checkpoint_dir))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return grad_norm
+
+    # -------------------------------------------------------------- around the loop
+
+    def _describe(self, m: dict[str, Any] | None) -> str:
+        name = f"train {self.config.method} seed {self.config.seed}"
+        if m is None:
+            return name
+        return (
+            f"{name} · reward {m['reward_mean']:.2f} · H {m['entropy_mean']:.2f}"
+            f" · selected {100 * m['selected_fraction']:.1f}%"
+        )
+
+    @torch.no_grad()
+    def _param_checksum_spread(self) -> float:
+        """Max - min over processes of a parameter checksum: 0 while DDP keeps the replicas
+        in sync (every rank applies the same averaged gradient)."""
+        params = self.accelerator.unwrap_model(self.model).parameters()
+        checksum = torch.stack([p.double().sum() for p in params]).sum().reshape(1)
+        gathered = self.accelerator.gather(checksum.to(self.accelerator.device)).cpu()
+        return float(gathered.max() - gathered.min())
 
     def save_checkpoint(self, completed_steps: int) -> Path:
-        """Model, optimiser, scheduler and RNG states after ``completed_steps``, atomically.
-
-        Written into a temporary folder and renamed, so a killed process leaves either the
-        previous checkpoint or the complete new one. Older checkpoints beyond
-        ``rl.keep_checkpoints`` are removed afterwards.
-        """
-        acc = self.accelerator
-        final = self.checkpoint_dir() / f"{CHECKPOINT_PREFIX}{completed_steps:06d}"
-        tmp = final.with_name(f".{final.name}.tmp")
-        if acc.is_main_process:
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-        acc.wait_for_everyone()
-        # accelerate warns that it drops the tied LM head from the safetensors file; the
-        # tie is restored on load (resume is tested to give bit-identical weights).
-        quiet = logging.getLogger("accelerate.utils.other")
-        level = quiet.level
-        quiet.setLevel(logging.ERROR)
-        try:
-            acc.save_state(str(tmp))
-        finally:
-            quiet.setLevel(level)
-        acc.wait_for_everyone()
-        if acc.is_main_process:
-            state = {
-                "completed_steps": completed_steps,
-                # The data order is a function of the step; recorded for readers.
-                "data_position": completed_steps * self.rl.prompts_per_step,
-                "config_sha256": self.config.sha256(),
-            }
-            atomic_write_json(tmp / TRAINER_STATE, state)
-            shutil.rmtree(final, ignore_errors=True)
-            tmp.replace(final)
-            for old in list_checkpoints(self.checkpoint_dir())[: -self.rl.keep_checkpoints]:
-                shutil.rmtree(old, ignore_errors=True)
-        acc.wait_for_everyone()
-        return final
+        """Everything needed to continue after ``completed_steps`` (``train.checkpoint``)."""
+        state = {
+            # The data order is a function of the step; recorded for readers.
+            "data_position": completed_steps * self.rl.prompts_per_step,
+            "config_sha256": self.config.sha256(),
+        }
+        return checkpoint.save_checkpoint(
+            self.accelerator,
+            self.checkpoint_dir,
+            completed_steps,
+            state,
+            keep=self.infra.keep_checkpoints,
+        )
 
     def load_checkpoint(self, path: Path) -> int:
         """Restore a checkpoint; returns the number of steps it had completed."""
-        import json
-
-        state = json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            self.accelerator.load_state(str(path))
+        completed = checkpoint.load_checkpoint(self.accelerator, path)
         self.sampler.update_weights(self.accelerator.unwrap_model(self.model))
-        return int(state["completed_steps"])
+        return completed
 
     def save_final_model(self, path: Path) -> None:
-        """The trained policy in Hugging Face format (model + tokenizer), atomically."""
-        from ictrepro.io import atomic_directory
-
-        acc = self.accelerator
-        state_dict = acc.get_state_dict(self.model)
-        if acc.is_main_process:
-            with atomic_directory(path) as tmp:
-                acc.unwrap_model(self.model).save_pretrained(tmp, state_dict=state_dict)
-                self.tokenizer.save_pretrained(tmp)
-        acc.wait_for_everyone()
+        checkpoint.save_final_model(self.accelerator, self.model, self.tokenizer, path)
 
 
-def list_checkpoints(checkpoint_dir: Path) -> list[Path]:
-    """Complete checkpoints, oldest first (temporary folders of a killed save are ignored)."""
-    if not checkpoint_dir.is_dir():
-        return []
-    done = [
-        p
-        for p in checkpoint_dir.iterdir()
-        if p.is_dir() and p.name.startswith(CHECKPOINT_PREFIX) and (p / TRAINER_STATE).is_file()
-    ]
-    return sorted(done, key=lambda p: p.name)
+def micro_batch_weights(
+    mask_BR: Tensor, rows: slice, per_micro: int, agg_mode: str
+) -> list[tuple[slice, float]]:
+    """The micro-batches of mini-batch ``rows`` (at most ``per_micro`` rows each) and the
+    weights that make their losses add up to the mini-batch's aggregate loss.
+
+    ``token-mean`` averages over the mini-batch's selected tokens, so a micro-batch weighs
+    its share of them; the sequence-mean modes average over rows, so it weighs its rows.
+    """
+    size = rows.stop - rows.start
+    selected = int(mask_BR[rows].sum())
+    out = []
+    for start in range(rows.start, rows.stop, per_micro):
+        micro = slice(start, min(start + per_micro, rows.stop))
+        if agg_mode == "token-mean":
+            weight = int(mask_BR[micro].sum()) / max(1, selected)
+        else:
+            weight = (micro.stop - micro.start) / size
+        out.append((micro, weight))
+    return out
 
 
-def _groups_without_signal(batch: RolloutBatch) -> int:
-    """Groups whose rewards are all equal (zero advantage for every response)."""
+def batch_metrics(batch: RolloutBatch) -> MetricSums:
+    """``groups_without_signal_fraction`` (all rewards equal) and ``response_length_mean``."""
     ids, r = batch.group_ids, batch.rewards
-    n = int(ids.max()) + 1
-    lo = torch.full((n,), math.inf).scatter_reduce(0, ids.cpu(), r.cpu(), "amin")
-    hi = torch.full((n,), -math.inf).scatter_reduce(0, ids.cpu(), r.cpu(), "amax")
-    return int((lo == hi).sum())
+    n_groups = int(ids.max()) + 1
+    lo = torch.full((n_groups,), math.inf).scatter_reduce(0, ids.cpu(), r.cpu(), "amin")
+    hi = torch.full((n_groups,), -math.inf).scatter_reduce(0, ids.cpu(), r.cpu(), "amax")
+    sums = MetricSums()
+    sums.add("groups_without_signal_fraction", int((lo == hi).sum()), n_groups)
+    sums.add("response_length_mean", batch.response_mask.sum(), batch.response_mask.shape[0])
+    return sums
+
+
+def _diverged_message(step: int, loss: float, grad_norm: float, checkpoints: Path) -> str:
+    return (
+        f"step {step + 1}: the loss ({loss}) or the gradient norm ({grad_norm}) is not "
+        f"finite; nothing of this step was saved, and the last good checkpoint is kept in "
+        f"{checkpoints}. Resuming would repeat this step; lower rl.lr or rl.grad_clip and "
+        "start over with --force (a run cannot resume under a changed rl config)"
+    )

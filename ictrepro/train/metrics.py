@@ -31,6 +31,25 @@ class MetricSums:
         self._means: dict[str, list[float]] = {}
         self._totals: dict[str, float] = {}
 
+    @classmethod
+    def empty(cls, names: tuple[str, ...]) -> MetricSums:
+        """Means ``names`` with no samples: reported as null, so every line has the keys."""
+        sums = cls()
+        for name in names:
+            sums.add(name, 0.0, 0)
+        return sums
+
+    @classmethod
+    def merged(cls, *parts: MetricSums) -> MetricSums:
+        """One set of sums holding every part's (a name in several parts adds up)."""
+        out = cls()
+        for part in parts:
+            for name, (value_sum, count) in part._means.items():
+                out.add(name, value_sum, count)
+            for name, n in part._totals.items():
+                out.count(name, n)
+        return out
+
     def add(self, name: str, value_sum: float | Tensor, count: float | Tensor) -> None:
         """Add to the mean ``name``; reported as sum / count (null when count is 0)."""
         entry = self._means.setdefault(name, [0.0, 0.0])
@@ -58,16 +77,14 @@ class MetricSums:
         return out
 
 
-def selection_metrics(
-    sums: MetricSums, stats: TokenStats, mask_BT: Tensor, response_mask_BT: Tensor
-) -> None:
-    """The statistics METHOD.md asks for, added to ``sums``.
+def selection_metrics(stats: TokenStats, mask_BT: Tensor, response_mask_BT: Tensor) -> MetricSums:
+    """The statistics docs/method.md asks for, as sums to reduce over processes.
 
     Args:
         stats: the rollout policy's statistics, ``[B, T]`` each.
         mask_BT: the selection, bool ``[B, T]``; ``response_mask_BT``: bool ``[B, T]``.
 
-    Adds: ``selected_fraction``; ``entropy_mean``, ``renyi2_mean`` (all response tokens);
+    Means: ``selected_fraction``; ``entropy_mean``, ``renyi2_mean`` (all response tokens);
     ``entropy_selected_mean``; ``prob_selected_mean`` / ``prob_unselected_mean`` (pi of the
     sampled token); ``selected_high_entropy_fraction`` (selected tokens that are in the top
     20% by entropy of the batch); ``prob_above_purity_fraction`` and its selected-token
@@ -81,6 +98,7 @@ def selection_metrics(
     purity = (-stats.renyi2.double()).exp()
     above = prob > purity
     high_entropy = top_fraction_mask(stats.entropy, resp, HIGH_ENTROPY_RHO, "batch")
+    sums = MetricSums()
     sums.add("selected_fraction", n_sel, n_tokens)
     sums.add("entropy_mean", stats.entropy[resp].double().sum(), n_tokens)
     sums.add("renyi2_mean", stats.renyi2[resp].double().sum(), n_tokens)
@@ -95,6 +113,7 @@ def selection_metrics(
         sums.add("js_mean", js[resp].sum(), n_tokens)
         sums.add("js_selected_mean", js[sel].sum(), n_sel)
         sums.add("js_unselected_mean", js[unsel].sum(), n_unsel)
+    return sums
 
 
 def _json_safe(value: Any) -> Any:

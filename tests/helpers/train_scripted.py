@@ -2,14 +2,22 @@
 step has a learning signal. Run by tests in a subprocess: under `accelerate launch`, and
 killed with SIGKILL then resumed.
 
-Usage: train_scripted.py RUN_DIR METHOD [--resume] [FIELD=VALUE ...]
+Usage: train_scripted.py RUN_DIR METHOD [--resume] [--dump-masks] [FIELD=VALUE ...]
+
+``--dump-masks`` writes ``selected-rank<r>.jsonl`` into the run's folder: per step, the
+selected token positions ``[row, t]`` with rows numbered over all processes (a process's
+rows follow those of the processes before it, as its prompts do), so the masks of a
+1-process and a 2-process run can be compared position by position.
 """
 
+import json
 import sys
 from pathlib import Path
 
-from ictrepro.config import parse_assignments, train_preset
-from ictrepro.stages.train import train
+from ictrepro.config import parse_assignments
+from ictrepro.presets import train_preset
+from ictrepro.stages.train import train, train_dir
+from ictrepro.train.grpo import GRPOTrainer
 from ictrepro.verify import Verdict
 
 
@@ -21,10 +29,30 @@ class AlternatingVerifier:
         pass
 
 
+def record_selections(out: Path) -> None:
+    """Wrap ``GRPOTrainer.select`` to append each step's selected positions to ``out``."""
+    select = GRPOTrainer.select
+
+    def recording(self, batch, advantages, stats, step):
+        mask = select(self, batch, advantages, stats, step)
+        first_row = self.accelerator.process_index * mask.shape[0]
+        positions = [[first_row + b, t] for b, t in mask.nonzero().tolist()]
+        path = out / f"selected-rank{self.accelerator.process_index}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write(json.dumps({"step": step + 1, "selected": positions}) + "\n")
+        return mask
+
+    GRPOTrainer.select = recording
+
+
 def main() -> None:
     run_dir, method, *assignments = sys.argv[1:]
-    resume = "--resume" in assignments
-    assignments = [a for a in assignments if a != "--resume"]
+    flags = {a for a in assignments if a.startswith("--")}
+    assignments = [a for a in assignments if a not in flags]
+    resume = "--resume" in flags
+    if "--dump-masks" in flags:
+        record_selections(train_dir(Path(run_dir), method, 0))
     config = train_preset(
         "tiny-smoke", method=method, seed=0, overrides=parse_assignments(assignments)
     )

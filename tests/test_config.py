@@ -1,0 +1,75 @@
+"""The preset registry: one lookup, every stage's config, the tiny suites' decoding in one place."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ictrepro.config import EVAL_SUITES
+from ictrepro.errors import ConfigError
+from ictrepro.presets import TINY_EVAL, get_preset, prepare_preset, preset_names, train_preset
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_unknown_preset_lists_the_valid_names():
+    with pytest.raises(ConfigError, match="unknown preset 'huge'; valid: tiny, tiny-smoke, paper"):
+        get_preset("huge")
+    with pytest.raises(ConfigError, match="seed must be an integer"):
+        prepare_preset("tiny", seed=1.5)
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_every_preset_holds_each_stages_config(name):
+    preset = get_preset(name)
+    assert preset.name == name
+    assert train_preset(name, method="ict").preset == name
+    if preset.prepare is None:  # the paper scale: evaluated on the paper's benchmarks
+        assert name.startswith("paper-") and preset.eval.sampling is None
+        with pytest.raises(ConfigError, match=r"no prepare stage yet.*tiny, tiny-smoke"):
+            prepare_preset(name)
+    else:
+        assert preset.prepare.preset == name and preset.eval == TINY_EVAL
+
+
+def test_tiny_prepare_config_is_the_pinned_one():
+    """Moving the presets must not change what `prepare` builds: the pinned tiny results
+    record the hash of the prepare config they were made with."""
+    provenance = json.loads((ROOT / "results" / "tiny" / "provenance.json").read_text())
+    assert prepare_preset("tiny").sha256() == provenance["prepare_config_sha256"]
+    # The base model's calibration samples as the tiny suites are evaluated.
+    assert prepare_preset("tiny").calibration.sampling == TINY_EVAL.sampling
+
+
+class _TaskLoader(yaml.SafeLoader):
+    """Reads lm-eval task files: ``!function utils.x`` becomes the text ``utils.x``."""
+
+
+_TaskLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+
+
+def test_every_tiny_task_file_states_the_tiny_decoding():
+    paths = sorted((ROOT / "tasks").glob("ictrepro_tiny_*.yaml"))
+    suites = {p.stem.removeprefix("ictrepro_").replace("_", "-") for p in paths}
+    assert suites == set(EVAL_SUITES) == set(TINY_EVAL.benchmarks)
+    sampling = TINY_EVAL.sampling
+    for path in paths:
+        task = yaml.load(path.read_text(), Loader=_TaskLoader)
+        gen = task["generation_kwargs"]
+        ks = tuple(int(m["metric"].removeprefix("pass@")) for m in task["metric_list"])
+        got = (task["repeats"], gen["temperature"], gen["top_p"], gen["max_gen_toks"], ks)
+        want = (sampling.n, sampling.temperature, sampling.top_p, sampling.max_new_tokens)
+        assert got == (*want, TINY_EVAL.ks), path.name
+        # The header comment that describes the file says the same.
+        header = path.read_text().splitlines()[0]
+        stated = re.search(r"\(n=(\d+), T=([\d.]+), (\d+) tokens\)", header)
+        assert stated is not None, path.name
+        assert (int(stated[1]), float(stated[2]), int(stated[3])) == (
+            sampling.n,
+            sampling.temperature,
+            sampling.max_new_tokens,
+        ), path.name
