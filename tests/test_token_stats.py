@@ -272,3 +272,15 @@ def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch):
         got = token_stats(logits, tokens, mask, gids, kernel="compiled")
     ref = stats_reference(logits, tokens, mask, gids, 1.0)
     torch.testing.assert_close(got.js.double(), ref["js"], rtol=1e-5, atol=2e-5)
+
+
+def test_group_js_with_minus_inf_at_token_zero():
+    """A vocabulary whose id 0 can never be sampled (logit -inf) is ordinary: group JS works."""
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 5, 9, generator=gen, dtype=torch.float64)
+    logits[..., 0] = -torch.inf
+    mask = torch.ones(4, 5, dtype=torch.bool)
+    groups = torch.tensor([0, 0, 1, 1])
+    got = group_js(logits, mask, groups)
+    expected = stats_reference(logits, torch.ones(4, 5, dtype=torch.long), mask, groups, 1.0)["js"]
+    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-6)

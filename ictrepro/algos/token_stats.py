@@ -264,7 +264,10 @@ def _chunks(
         per_block = (
             1 if chunk_size is not None else max(1, DEFAULT_CHUNK_ELEMENTS // (span * vocab_size))
         )
-        row_sets = [torch.arange(b, min(b + per_block, B)) for b in range(0, B, per_block)]
+        row_sets = [
+            torch.arange(b, min(b + per_block, B), device=response_mask_BT.device)
+            for b in range(0, B, per_block)
+        ]
     else:
         row_sets = [torch.nonzero(group_ids_B == g).flatten() for g in torch.unique(group_ids_B)]
     for rows in row_sets:
@@ -440,7 +443,9 @@ def group_js(
     the same group whose response is active at ``t``. In [0, ln 2]; 0 outside the mask and
     wherever only one response of the group is active.
     """
-    tokens_BT = torch.zeros(response_mask_BT.shape, dtype=torch.long, device=logits_BTV.device)
+    # token_stats also returns the sampled token's log-prob, and rejects a token of
+    # probability 0; the group JS needs no token, so each position's most likely one stands in.
+    tokens_BT = logits_BTV.argmax(dim=-1)
     stats = token_stats(
         logits_BTV,
         tokens_BT,
