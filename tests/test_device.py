@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from device_check import PACKAGE_DIR, DeviceNotNamed, RequireExplicitDevice
 
 from ictrepro.algos.losses import (
     aggregate,
@@ -25,7 +26,6 @@ from ictrepro.algos.token_stats import (
     token_stats,
     token_stats_from_hidden,
 )
-from device_check import PACKAGE_DIR, DeviceNotNamed, RequireExplicitDevice
 
 B, T, V, D = 6, 7, 11, 5
 
@@ -63,7 +63,12 @@ def test_losses_name_their_devices(batch):
         kl_k3(batch["lp"], batch["old"])
         aggregate(obj, batch["mask"])
         grpo_loss(
-            batch["lp"], batch["old"], adv, batch["mask"], batch["mask"], ref_logprob_BT=batch["old"]
+            batch["lp"],
+            batch["old"],
+            adv,
+            batch["mask"],
+            batch["mask"],
+            ref_logprob_BT=batch["old"],
         )
 
 
@@ -102,4 +107,3 @@ def test_data_independent_functions_run_on_meta(batch):
     assert kl_k3(meta["lp"], meta["old"]).device.type == "meta"
     assert aggregate(obj, meta["mask"]).device.type == "meta"
     assert sampled_logprobs(meta["logits"], meta["tokens"]).device.type == "meta"
-

@@ -125,7 +125,9 @@ def clipped_policy_objective(
     return objective, active
 
 
-def kl_k3(logprob_BT: Tensor, ref_logprob_BT: Tensor, *, kl_max: float | None = KL_K3_MAX) -> Tensor:
+def kl_k3(
+    logprob_BT: Tensor, ref_logprob_BT: Tensor, *, kl_max: float | None = KL_K3_MAX
+) -> Tensor:
     """Schulman's k3 estimator of KL(pi_theta || pi_ref) per token, ``[B, T]``, always >= 0.
 
     ``k3 = exp(d) - d - 1`` with ``d = log pi_ref - log pi_theta`` clamped to
