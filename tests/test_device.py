@@ -23,6 +23,7 @@ from ictrepro.algos.selection import SelectionInputs, available_selections
 from ictrepro.algos.token_stats import (
     group_js,
     sampled_logprobs,
+    sampled_logprobs_from_hidden,
     token_stats,
     token_stats_from_hidden,
 )
@@ -81,6 +82,10 @@ def test_token_statistics_name_their_devices(batch):
         )
         group_js(batch["logits"], batch["mask"], batch["groups"])
         sampled_logprobs(batch["logits"], batch["tokens"])
+        hidden = batch["hidden"].clone().requires_grad_()
+        sampled_logprobs_from_hidden(
+            hidden, batch["head"], batch["tokens"], batch["mask"]
+        ).sum().backward()
 
 
 @pytest.mark.parametrize("rule", sorted(available_selections()))
