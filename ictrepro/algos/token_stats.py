@@ -44,6 +44,9 @@ Kernel = Literal["auto", "eager", "compiled"]
 
 #: Floats per chunk intermediate when ``chunk_size`` is not given (16 MiB of float32).
 DEFAULT_CHUNK_ELEMENTS = 1 << 22
+#: Rows x V floats per chunk of the differentiable log-prob (128 MiB of float32): larger
+#: than the statistics' chunks, because each chunk re-reads the whole LM head three times.
+UPDATE_CHUNK_ELEMENTS = 1 << 25
 #: ``kernel="auto"`` compiles the chunk kernel from this vocabulary size on.
 AUTO_COMPILE_MIN_VOCAB = 16_384
 LN2 = math.log(2.0)
@@ -505,12 +508,12 @@ class _HiddenLogprob(torch.autograd.Function):
             z_CV = (h_ND[rows] @ w_VD.T).to(acc) / tau
             # d logp / d z = onehot(token) - softmax(z), times the incoming grad, over tau.
             dz_CV = torch.exp(z_CV - lse_N[rows, None]).mul_(-grad_N[rows, None])
-            dz_CV.scatter_add_(1, tokens_N[rows, None], grad_N[rows, None])
-            dz_CV = dz_CV.div_(tau).to(h_ND.dtype)
+            dz_CV.scatter_add_(1, tokens_N[rows, None], grad_N[rows, None]).div_(tau)
             if grad_h is not None:
-                grad_h[rows] = dz_CV @ w_VD
+                grad_h[rows] = dz_CV.to(h_ND.dtype) @ w_VD
             if ctx.needs_input_grad[1]:
-                grad_w.add_((dz_CV.T @ h_ND[rows]).to(acc))
+                # In place: a [V, D] product per chunk would double the head's gradient memory.
+                grad_w.addmm_(dz_CV.T, h_ND[rows].to(acc))
         return grad_h, grad_w.to(w_VD.dtype) if ctx.needs_input_grad[1] else None, None, None, None
 
 
@@ -536,7 +539,7 @@ def sampled_logprobs_from_hidden(
             predicting ``tokens_BT[b, t]``.
         lm_head_VD: LM-head weight ``[V, D]`` (no bias).
         tokens_BT: sampled ids ``[B, T]``; response_mask_BT: bool ``[B, T]``.
-        chunk_size: rows per chunk (default: ``DEFAULT_CHUNK_ELEMENTS // V``).
+        chunk_size: rows per chunk (default: ``UPDATE_CHUNK_ELEMENTS // V``).
 
     Returns float32 (float64 for float64 inputs).
     """
@@ -550,7 +553,7 @@ def sampled_logprobs_from_hidden(
         )
     _check_common("hidden_BTD", (B, T), tokens_BT, response_mask_BT, None, temperature, chunk_size)
     _check_token_range(tokens_BT, response_mask_BT, V)
-    chunk = chunk_size or max(1, DEFAULT_CHUNK_ELEMENTS // V)
+    chunk = chunk_size or max(1, UPDATE_CHUNK_ELEMENTS // V)
     logp_N = _HiddenLogprob.apply(
         hidden_BTD[response_mask_BT],
         lm_head_VD,
