@@ -256,3 +256,79 @@ def test_advantage_inputs_are_checked():
         group_advantages(torch.zeros(4), torch.zeros(3, dtype=torch.long))
     with pytest.raises(ValueError, match="NaN or inf"):
         group_advantages(torch.tensor([0.0, math.nan]), torch.zeros(2, dtype=torch.long))
+
+
+def dual_clip_reference(r: float, a: float, low: float, high: float, c: float | None) -> float:
+    """verl's ``compute_policy_loss_vanilla`` in objective form, one token in float64."""
+    objective = min(r * a, min(max(r, 1 - low), 1 + high) * a)
+    if c is not None and a < 0:
+        objective = max(objective, c * a)
+    return objective
+
+
+@pytest.mark.parametrize("dual_clip", [None, 3.0, 1.5])
+@pytest.mark.parametrize("seed", range(3))
+def test_dual_clip_matches_elementwise_reference(seed, dual_clip):
+    gen = torch.Generator().manual_seed(seed)
+    lp = torch.randn(5, 11, generator=gen, dtype=torch.float64) * 1.5  # ratios from 0.01 to 90
+    old = torch.zeros(5, 11, dtype=torch.float64)
+    adv = torch.randn(5, generator=gen, dtype=torch.float64)
+    obj, active = clipped_policy_objective(lp, old, adv, clip_high=0.28, dual_clip=dual_clip)
+    for b in range(5):
+        for t in range(11):
+            r, a = math.exp(float(lp[b, t])), float(adv[b])
+            expected = dual_clip_reference(r, a, 0.2, 0.28, dual_clip)
+            assert math.isclose(float(obj[b, t]), expected, rel_tol=1e-12, abs_tol=1e-12)
+            unclipped_wins = math.isclose(expected, r * a, rel_tol=1e-12)
+            assert bool(active[b, t]) == (not unclipped_wins)
+
+
+def test_dual_clip_hand_computed_and_gradient():
+    ratio = torch.tensor([[5.0, 2.0, 0.5]], requires_grad=True)
+    obj, active = clipped_policy_objective(
+        ratio.log(), torch.zeros(1, 3), torch.tensor([-1.0]), dual_clip=3.0
+    )
+    # rho A = -5 < 3 A = -3: floored; -2 and -0.8 (clip(0.5) = 0.8) stay.
+    torch.testing.assert_close(obj, torch.tensor([[-3.0, -2.0, -0.8]]))
+    assert active.tolist() == [[True, False, True]]
+    obj.sum().backward()
+    assert float(ratio.grad[0, 0]) == 0.0 and float(ratio.grad[0, 1]) != 0.0
+    with pytest.raises(ValueError, match="dual_clip"):
+        clipped_policy_objective(ratio.log(), torch.zeros(1, 3), torch.tensor([1.0]), dual_clip=1.0)
+
+
+def test_k3_bound_hand_computed():
+    lp = torch.tensor([[0.0, -1.0, 0.0]])
+    ref = torch.tensor([[0.0, 0.0, 4.0]])  # d = 0, 1, 4
+    unbounded = kl_k3(lp, ref, kl_max=None)
+    expected = [0.0, math.e - 2, math.exp(4) - 5]
+    torch.testing.assert_close(unbounded, torch.tensor([expected]))
+    torch.testing.assert_close(kl_k3(lp, ref), torch.tensor([[0.0, math.e - 2, 10.0]]))
+    # d far outside +-20 is clamped first: finite, and bounded by kl_max.
+    far = kl_k3(torch.tensor([[0.0, 0.0]]), torch.tensor([[100.0, -100.0]]), kl_max=None)
+    torch.testing.assert_close(far, torch.tensor([[math.exp(20) - 21, math.exp(-20) + 19]]))
+    with pytest.raises(ValueError, match="kl_max"):
+        kl_k3(lp, ref, kl_max=0.0)
+
+
+def test_k3_bound_stops_the_gradient_of_bounded_tokens():
+    lp = torch.tensor([[0.0, -1.0]], requires_grad=True)
+    kl_k3(lp, torch.tensor([[4.0, 0.0]]), kl_max=10.0).sum().backward()
+    assert float(lp.grad[0, 0]) == 0.0  # k3 = e^4 - 5 > 10: bounded
+    assert math.isclose(float(lp.grad[0, 1]), -(math.e - 1), rel_tol=1e-6)  # d(k3)/d(lp) = 1 - e^d
+
+
+@pytest.mark.parametrize("kl_max", [None, 0.05])
+def test_grpo_loss_passes_kl_bound_and_dual_clip(kl_max):
+    gen = torch.Generator().manual_seed(3)
+    lp = -torch.rand(3, 6, generator=gen) * 2
+    old = lp + torch.randn(3, 6, generator=gen)
+    ref = -torch.rand(3, 6, generator=gen) * 2
+    adv = torch.tensor([1.0, -1.0, -0.5])
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    loss, _ = grpo_loss(
+        lp, old, adv, mask, mask, ref_logprob_BT=ref, kl_coef=0.1, kl_max=kl_max, dual_clip=2.0
+    )
+    obj, _ = clipped_policy_objective(lp, old, adv, dual_clip=2.0)
+    expected = -aggregate(obj - 0.1 * kl_k3(lp, ref, kl_max=kl_max), mask)
+    torch.testing.assert_close(loss, expected)

@@ -11,6 +11,7 @@ from reference import js_divergence, stats_reference
 from ictrepro.algos.token_stats import (
     group_js,
     sampled_logprobs,
+    sampled_logprobs_from_hidden,
     token_stats,
     token_stats_from_hidden,
 )
@@ -272,3 +273,81 @@ def test_compile_failure_falls_back_to_eager_with_a_warning(monkeypatch):
         got = token_stats(logits, tokens, mask, gids, kernel="compiled")
     ref = stats_reference(logits, tokens, mask, gids, 1.0)
     torch.testing.assert_close(got.js.double(), ref["js"], rtol=1e-5, atol=2e-5)
+
+
+def test_group_js_with_minus_inf_at_token_zero():
+    """A vocabulary whose id 0 can never be sampled (logit -inf) is ordinary: group JS works."""
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 5, 9, generator=gen, dtype=torch.float64)
+    logits[..., 0] = -torch.inf
+    mask = torch.ones(4, 5, dtype=torch.bool)
+    groups = torch.tensor([0, 0, 1, 1])
+    got = group_js(logits, mask, groups)
+    expected = stats_reference(logits, torch.ones(4, 5, dtype=torch.long), mask, groups, 1.0)["js"]
+    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-6)
+
+
+def hidden_logprob_reference(h, w, tokens, mask, temperature):
+    """Plain float64 formula: full logits, full log-softmax, gather; 0 outside the mask."""
+    logp = torch.log_softmax((h.double() @ w.double().T) / temperature, dim=-1)
+    return torch.where(mask, logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1), 0.0)
+
+
+@pytest.mark.parametrize(
+    ("B", "T", "D", "V", "chunk"), [(1, 1, 3, 2, None), (3, 5, 4, 7, 2), (4, 9, 8, 33, 5)]
+)
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_sampled_logprobs_from_hidden_value_and_gradient(B, T, D, V, chunk, temperature):
+    gen = torch.Generator().manual_seed(B * 100 + T)
+    h = torch.randn(B, T, D, generator=gen, requires_grad=True)
+    w = torch.randn(V, D, generator=gen, requires_grad=True)
+    tokens = torch.randint(0, V, (B, T), generator=gen)
+    mask = torch.rand(B, T, generator=gen) > 0.3
+    mask[0, 0] = True
+    weights = torch.randn(B, T, generator=gen)
+    got = sampled_logprobs_from_hidden(
+        h, w, tokens, mask, temperature=temperature, chunk_size=chunk
+    )
+    h64, w64 = h.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    expected = hidden_logprob_reference(h64, w64, tokens, mask, temperature)
+    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+    (got * weights).sum().backward()
+    (expected * weights.double()).sum().backward()
+    torch.testing.assert_close(h.grad.double(), h64.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(w.grad.double(), w64.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_sampled_logprobs_from_hidden_gradcheck():
+    gen = torch.Generator().manual_seed(0)
+    h = torch.randn(2, 3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    tokens = torch.randint(0, 6, (2, 3), generator=gen)
+    mask = torch.tensor([[True, True, False], [True, False, True]])
+
+    def f(h, w):
+        return sampled_logprobs_from_hidden(h, w, tokens, mask, temperature=0.7, chunk_size=2)
+
+    assert torch.autograd.gradcheck(f, (h, w))
+
+
+def test_sampled_logprobs_from_hidden_bf16_close_to_float32():
+    gen = torch.Generator().manual_seed(1)
+    h = torch.randn(2, 4, 16, generator=gen)
+    w = torch.randn(50, 16, generator=gen) / 4
+    tokens = torch.randint(0, 50, (2, 4), generator=gen)
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    full = sampled_logprobs_from_hidden(h, w, tokens, mask)
+    half = sampled_logprobs_from_hidden(h.bfloat16(), w.bfloat16(), tokens, mask)
+    assert half.dtype == torch.float32
+    torch.testing.assert_close(half, full, rtol=0.05, atol=0.05)
+
+
+def test_sampled_logprobs_from_hidden_equals_the_logits_path():
+    gen = torch.Generator().manual_seed(2)
+    h, w = torch.randn(3, 5, 8, generator=gen), torch.randn(20, 8, generator=gen)
+    tokens = torch.randint(0, 20, (3, 5), generator=gen)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    torch.testing.assert_close(
+        sampled_logprobs_from_hidden(h, w, tokens, mask, temperature=0.8),
+        sampled_logprobs(h @ w.T, tokens, temperature=0.8),
+    )

@@ -27,8 +27,11 @@ from torch import Tensor
 
 AggMode = Literal["seq-mean-token-mean", "token-mean", "seq-mean-token-sum"]
 AGG_MODES: tuple[str, ...] = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum")
-#: The log-ratio inside k3 is clamped here so exp() cannot overflow float32.
+#: The log-ratio inside k3 is clamped to +-this, so exp() cannot overflow float32 (as verl).
 KL_LOG_RATIO_MAX = 20.0
+#: verl's bound on the k3 value itself (``low_var_kl``): one token far from the reference
+#: cannot dominate the loss. ``kl_max=None`` leaves k3 unbounded.
+KL_K3_MAX = 10.0
 
 
 def _check_bt(name: str, tensor: Tensor, shape: tuple[int, ...]) -> None:
@@ -62,20 +65,17 @@ def group_advantages(
     if not bool(torch.isfinite(rewards_B).all()):
         raise ValueError("rewards_B contains NaN or inf")
     r = rewards_B.double()
-    _, inverse = torch.unique(group_ids_B, return_inverse=True)
+    _, inverse = torch.unique(group_ids_B.to(r.device), return_inverse=True)
     n_groups = int(inverse.max()) + 1
-    count = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, torch.ones_like(r))
-    mean = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, r) / count
+    per_group = {"dtype": torch.float64, "device": r.device}
+    count = torch.zeros(n_groups, **per_group).index_add_(0, inverse, torch.ones_like(r))
+    mean = torch.zeros(n_groups, **per_group).index_add_(0, inverse, r) / count
     centred = r - mean[inverse]
-    lo = torch.full((n_groups,), torch.inf, dtype=torch.float64).scatter_reduce(
-        0, inverse, r, "amin"
-    )
-    hi = torch.full((n_groups,), -torch.inf, dtype=torch.float64).scatter_reduce(
-        0, inverse, r, "amax"
-    )
+    lo = torch.full((n_groups,), torch.inf, **per_group).scatter_reduce(0, inverse, r, "amin")
+    hi = torch.full((n_groups,), -torch.inf, **per_group).scatter_reduce(0, inverse, r, "amax")
     constant = (hi == lo)[inverse]
     if normalize_std:
-        sq = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, inverse, centred**2)
+        sq = torch.zeros(n_groups, **per_group).index_add_(0, inverse, centred**2)
         std = (sq / (count - 1).clamp_min(1)).sqrt()
         centred = centred / (std[inverse] + eps)
     return torch.where(constant, 0.0, centred).float()
@@ -88,6 +88,7 @@ def clipped_policy_objective(
     *,
     clip_low: float = 0.2,
     clip_high: float = 0.2,
+    dual_clip: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """PPO's clipped surrogate per token (to be maximised).
 
@@ -96,31 +97,50 @@ def clipped_policy_objective(
         old_logprob_BT: log pi_old, ``[B, T]`` (treated as a constant).
         advantages_B: ``[B]``, broadcast to every token of the response.
         clip_low, clip_high: the ratio is clipped to ``[1 - clip_low, 1 + clip_high]``.
+        dual_clip: ``c > 1`` bounds the objective of negative-advantage tokens from below
+            by ``c A`` (dual-clip PPO, Ye et al. 2020; verl's ``clip_ratio_c``), so a token
+            whose ratio has grown large cannot push an unbounded loss; None disables it.
 
     Returns:
-        ``(objective_BT, clipped_BT)``: ``min(rho A, clip(rho) A)`` and a bool mask of the
-        tokens where the clipped branch is the smaller one (gradient zero there).
+        ``(objective_BT, clipped_BT)``: the surrogate and a bool mask of the tokens where a
+        clip is active (gradient zero there).
     """
     if clip_low < 0 or clip_high < 0:
         raise ValueError(f"clip_low and clip_high must be >= 0, got {clip_low}, {clip_high}")
+    if dual_clip is not None and not dual_clip > 1:
+        raise ValueError(f"dual_clip must be > 1 or None, got {dual_clip}")
     _check_bt("old_logprob_BT", old_logprob_BT, tuple(logprob_BT.shape))
     _check_bt("advantages_B", advantages_B, tuple(logprob_BT.shape[:1]))
     ratio = torch.exp(logprob_BT - old_logprob_BT.detach())
     adv = advantages_B.detach().unsqueeze(1)
     unclipped = ratio * adv
     clipped = ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * adv
-    return torch.minimum(unclipped, clipped), clipped < unclipped
+    objective = torch.minimum(unclipped, clipped)
+    active = clipped < unclipped
+    if dual_clip is not None:
+        floor = dual_clip * adv
+        below = (adv < 0) & (objective < floor)
+        objective = torch.where(below, floor, objective)
+        active = active | below
+    return objective, active
 
 
-def kl_k3(logprob_BT: Tensor, ref_logprob_BT: Tensor) -> Tensor:
+def kl_k3(
+    logprob_BT: Tensor, ref_logprob_BT: Tensor, *, kl_max: float | None = KL_K3_MAX
+) -> Tensor:
     """Schulman's k3 estimator of KL(pi_theta || pi_ref) per token, ``[B, T]``, always >= 0.
 
-    ``k3 = exp(d) - d - 1`` with ``d = log pi_ref - log pi_theta`` (clamped to
-    ``<= KL_LOG_RATIO_MAX`` against overflow). Unbiased for the KL under samples from pi_theta.
+    ``k3 = exp(d) - d - 1`` with ``d = log pi_ref - log pi_theta`` clamped to
+    ``[-KL_LOG_RATIO_MAX, KL_LOG_RATIO_MAX]`` against overflow, and the result to
+    ``<= kl_max`` (None: unbounded). Unbiased for the KL under samples from pi_theta where
+    neither clamp is active; a clamped token carries no KL gradient.
     """
     _check_bt("ref_logprob_BT", ref_logprob_BT, tuple(logprob_BT.shape))
-    d = (ref_logprob_BT.detach() - logprob_BT).clamp(max=KL_LOG_RATIO_MAX)
-    return (torch.expm1(d) - d).clamp_min(0.0)
+    if kl_max is not None and not kl_max > 0:
+        raise ValueError(f"kl_max must be > 0 or None, got {kl_max}")
+    d = (ref_logprob_BT.detach() - logprob_BT).clamp(-KL_LOG_RATIO_MAX, KL_LOG_RATIO_MAX)
+    k3 = (torch.expm1(d) - d).clamp_min(0.0)
+    return k3 if kl_max is None else k3.clamp_max(kl_max)
 
 
 def aggregate(values_BT: Tensor, mask_BT: Tensor, mode: AggMode = "seq-mean-token-mean") -> Tensor:
@@ -152,6 +172,8 @@ def grpo_loss(
     clip_low: float = 0.2,
     clip_high: float = 0.2,
     kl_coef: float = 0.001,
+    kl_max: float | None = KL_K3_MAX,
+    dual_clip: float | None = None,
     agg_mode: AggMode = "seq-mean-token-mean",
 ) -> tuple[Tensor, dict[str, float]]:
     """The loss ``-aggregate(psi, M)`` of METHOD.md and its metrics.
@@ -163,6 +185,8 @@ def grpo_loss(
         advantages_B: ``[B]``.
         token_mask_BT: bool ``[B, T]``, the selection M (a subset of the response mask).
         response_mask_BT: bool ``[B, T]``, all response tokens (for metrics).
+        kl_max: bound on each token's k3 (``kl_k3``); dual_clip: see
+            ``clipped_policy_objective``.
 
     Returns:
         ``(loss, metrics)``; metrics are floats: ``pg_objective``, ``kl`` (mean k3 over
@@ -188,13 +212,18 @@ def grpo_loss(
     # them can leak into the gradient through 0 * inf.
     logprob = torch.where(token_mask_BT, logprob_BT, old_logprob_BT.detach())
     objective, clipped = clipped_policy_objective(
-        logprob, old_logprob_BT, advantages_B, clip_low=clip_low, clip_high=clip_high
+        logprob,
+        old_logprob_BT,
+        advantages_B,
+        clip_low=clip_low,
+        clip_high=clip_high,
+        dual_clip=dual_clip,
     )
     psi = objective
     kl = None
     if ref_logprob_BT is not None:
         ref = torch.where(token_mask_BT, ref_logprob_BT, logprob.detach())
-        kl = kl_k3(logprob, ref)
+        kl = kl_k3(logprob, ref, kl_max=kl_max)
         if kl_coef > 0:
             psi = psi - kl_coef * kl
     loss = -aggregate(psi, token_mask_BT, agg_mode)

@@ -342,7 +342,10 @@ def random_control(
     if inputs.step < warmup_steps:
         return inputs.response_mask.clone()
     mask = inputs.response_mask
+    # Drawn on the generator's device (a CPU generator cannot feed a CUDA draw), then moved:
+    # the same seed gives the same mask on every device.
+    draw_device = inputs.generator.device if inputs.generator is not None else mask.device
     scores = torch.rand(
-        mask.shape, generator=inputs.generator, dtype=torch.float64, device=mask.device
+        mask.shape, generator=inputs.generator, dtype=torch.float64, device=draw_device
     )
-    return top_fraction_mask(scores, mask, rho, scope)
+    return top_fraction_mask(scores.to(mask.device), mask, rho, scope)

@@ -44,6 +44,9 @@ Kernel = Literal["auto", "eager", "compiled"]
 
 #: Floats per chunk intermediate when ``chunk_size`` is not given (16 MiB of float32).
 DEFAULT_CHUNK_ELEMENTS = 1 << 22
+#: Rows x V floats per chunk of the differentiable log-prob (128 MiB of float32): larger
+#: than the statistics' chunks, because each chunk re-reads the whole LM head three times.
+UPDATE_CHUNK_ELEMENTS = 1 << 25
 #: ``kernel="auto"`` compiles the chunk kernel from this vocabulary size on.
 AUTO_COMPILE_MIN_VOCAB = 16_384
 LN2 = math.log(2.0)
@@ -264,7 +267,10 @@ def _chunks(
         per_block = (
             1 if chunk_size is not None else max(1, DEFAULT_CHUNK_ELEMENTS // (span * vocab_size))
         )
-        row_sets = [torch.arange(b, min(b + per_block, B)) for b in range(0, B, per_block)]
+        row_sets = [
+            torch.arange(b, min(b + per_block, B), device=response_mask_BT.device)
+            for b in range(0, B, per_block)
+        ]
     else:
         row_sets = [torch.nonzero(group_ids_B == g).flatten() for g in torch.unique(group_ids_B)]
     for rows in row_sets:
@@ -440,7 +446,9 @@ def group_js(
     the same group whose response is active at ``t``. In [0, ln 2]; 0 outside the mask and
     wherever only one response of the group is active.
     """
-    tokens_BT = torch.zeros(response_mask_BT.shape, dtype=torch.long, device=logits_BTV.device)
+    # token_stats also returns the sampled token's log-prob, and rejects a token of
+    # probability 0; the group JS needs no token, so each position's most likely one stands in.
+    tokens_BT = logits_BTV.argmax(dim=-1)
     stats = token_stats(
         logits_BTV,
         tokens_BT,
@@ -462,3 +470,96 @@ def sampled_logprobs(logits_BTV: Tensor, tokens_BT: Tensor, *, temperature: floa
     """
     logp_BTV = torch.log_softmax(logits_BTV.float() / temperature, dim=-1)
     return logp_BTV.gather(-1, tokens_BT.long().unsqueeze(-1)).squeeze(-1)
+
+
+class _HiddenLogprob(torch.autograd.Function):
+    """log softmax(h W^T / tau)[token] per row, chunk by chunk, recomputed in backward.
+
+    Saves only the inputs and one log-normaliser per row, so neither pass holds more than
+    ``chunk x V`` logits, whatever ``N x V`` is. Accumulates in float32, or in float64 for
+    float64 inputs (which the gradient check uses).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, h_ND: Tensor, w_VD: Tensor, tokens_N: Tensor, tau: float, chunk: int):
+        N = h_ND.shape[0]
+        acc = torch.promote_types(h_ND.dtype, torch.float32)
+        logp_N = torch.empty(N, dtype=acc, device=h_ND.device)
+        lse_N = torch.empty(N, dtype=acc, device=h_ND.device)
+        for n0 in range(0, N, chunk):
+            rows = slice(n0, min(n0 + chunk, N))
+            z_CV = (h_ND[rows] @ w_VD.T).to(acc) / tau
+            lse_N[rows] = torch.logsumexp(z_CV, dim=-1)
+            logp_N[rows] = z_CV.gather(1, tokens_N[rows, None]).squeeze(1) - lse_N[rows]
+        ctx.save_for_backward(h_ND, w_VD, tokens_N, lse_N)
+        ctx.tau, ctx.chunk = tau, chunk
+        return logp_N
+
+    @staticmethod
+    def backward(ctx: Any, grad_N: Tensor):
+        h_ND, w_VD, tokens_N, lse_N = ctx.saved_tensors
+        tau, chunk = ctx.tau, ctx.chunk
+        N, acc = h_ND.shape[0], lse_N.dtype
+        grad_N = grad_N.to(acc)
+        grad_h = torch.empty_like(h_ND) if ctx.needs_input_grad[0] else None
+        grad_w = torch.zeros(w_VD.shape, dtype=acc, device=w_VD.device)
+        for n0 in range(0, N, chunk):
+            rows = slice(n0, min(n0 + chunk, N))
+            z_CV = (h_ND[rows] @ w_VD.T).to(acc) / tau
+            # d logp / d z = onehot(token) - softmax(z), times the incoming grad, over tau.
+            dz_CV = torch.exp(z_CV - lse_N[rows, None]).mul_(-grad_N[rows, None])
+            dz_CV.scatter_add_(1, tokens_N[rows, None], grad_N[rows, None]).div_(tau)
+            if grad_h is not None:
+                grad_h[rows] = dz_CV.to(h_ND.dtype) @ w_VD
+            if ctx.needs_input_grad[1]:
+                # In place: a [V, D] product per chunk would double the head's gradient memory.
+                grad_w.addmm_(dz_CV.T, h_ND[rows].to(acc))
+        return grad_h, grad_w.to(w_VD.dtype) if ctx.needs_input_grad[1] else None, None, None, None
+
+
+def sampled_logprobs_from_hidden(
+    hidden_BTD: Tensor,
+    lm_head_VD: Tensor,
+    tokens_BT: Tensor,
+    response_mask_BT: Tensor,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int | None = None,
+) -> Tensor:
+    """Differentiable log pi(o_t) ``[B, T]`` from hidden states, memory-bounded.
+
+    Equals ``sampled_logprobs(hidden_BTD @ lm_head_VD.T, tokens_BT, temperature=...)`` at
+    response positions (0 elsewhere), with gradients for ``hidden_BTD`` and
+    ``lm_head_VD``, but computes only the response positions, in chunks of ``chunk_size``
+    rows, and recomputes each chunk's logits in the backward pass: no ``[B, T, V]``
+    tensor exists in either pass (the policy update at V = 151,936 needs this).
+
+    Args:
+        hidden_BTD: final hidden states ``[B, T, D]`` (after the final norm), row ``[b, t]``
+            predicting ``tokens_BT[b, t]``.
+        lm_head_VD: LM-head weight ``[V, D]`` (no bias).
+        tokens_BT: sampled ids ``[B, T]``; response_mask_BT: bool ``[B, T]``.
+        chunk_size: rows per chunk (default: ``UPDATE_CHUNK_ELEMENTS // V``).
+
+    Returns float32 (float64 for float64 inputs).
+    """
+    _check_float("hidden_BTD", hidden_BTD, 3)
+    _check_float("lm_head_VD", lm_head_VD, 2)
+    B, T, D = hidden_BTD.shape
+    V = lm_head_VD.shape[0]
+    if lm_head_VD.shape[1] != D:
+        raise ValueError(
+            f"hidden size mismatch: hidden_BTD has D={D} but lm_head_VD is {list(lm_head_VD.shape)}"
+        )
+    _check_common("hidden_BTD", (B, T), tokens_BT, response_mask_BT, None, temperature, chunk_size)
+    _check_token_range(tokens_BT, response_mask_BT, V)
+    chunk = chunk_size or max(1, UPDATE_CHUNK_ELEMENTS // V)
+    logp_N = _HiddenLogprob.apply(
+        hidden_BTD[response_mask_BT],
+        lm_head_VD,
+        tokens_BT[response_mask_BT].long(),
+        float(temperature),
+        chunk,
+    )
+    out_BT = torch.zeros(B, T, dtype=logp_N.dtype, device=hidden_BTD.device)
+    return out_BT.masked_scatter(response_mask_BT, logp_N)
