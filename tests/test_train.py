@@ -29,7 +29,7 @@ from ictrepro.config import (
     prepare_preset,
     train_preset,
 )
-from ictrepro.rollout.hf import Completion
+from ictrepro.rollout.base import Completion
 from ictrepro.runs import RunDirConflict, load_record
 from ictrepro.stages.prepare import prepare
 from ictrepro.stages.train import train, train_dir

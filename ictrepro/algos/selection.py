@@ -29,6 +29,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from ictrepro.errors import UserModuleError
+
 Scope = Literal["sequence", "batch"]
 STAT_NAMES = ("logprob", "entropy", "js")
 
@@ -128,7 +130,7 @@ def register_selection(
     return decorator
 
 
-class MethodModuleError(RuntimeError):
+class MethodModuleError(UserModuleError):
     """A user's method module failed to import, registered nothing, or its rule misbehaved."""
 
 

@@ -25,7 +25,7 @@ Speed
 -----
 The per-chunk kernel is a handful of elementwise passes. In eager PyTorch each pass is a
 separate sweep over memory; ``kernel="compiled"`` fuses them with ``torch.compile``
-(``benchmarks/token_stats.py`` measures both). ``"auto"`` compiles for large vocabularies,
+(``bench/token_stats.py`` measures both). ``"auto"`` compiles for large vocabularies,
 where the sweeps dominate, and stays eager for small ones, where compile time would.
 """
 
