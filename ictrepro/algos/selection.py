@@ -29,7 +29,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from ictrepro.errors import UserModuleError
+from ictrepro.errors import ConfigError, UserModuleError
 
 Scope = Literal["sequence", "batch"]
 STAT_NAMES = ("logprob", "entropy", "js")
@@ -171,11 +171,11 @@ def load_method_module(path: str | Path) -> list[str]:
 
 
 def get_selection(name: str) -> SelectionRule:
-    """The rule registered as ``name``; unknown names raise a KeyError listing valid ones."""
+    """The rule registered as ``name``; an unknown name raises a ConfigError listing the valid ones."""
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise KeyError(
+        raise ConfigError(
             f"unknown token-selection method {name!r}; valid: {', '.join(sorted(_REGISTRY))}"
         ) from None
 
