@@ -147,7 +147,7 @@ LR_SCHEDULES = ("constant", "cosine")
 
 @dataclass(frozen=True)
 class RLSpec:
-    """The GRPO loop's hyperparameters, shared by every method (METHOD.md, "The setting").
+    """The GRPO loop's hyperparameters, shared by every method (docs/method.md, "The objective").
 
     One *step* samples ``group_size`` responses for each of ``prompts_per_step`` prompts,
     computes the mask once, then makes ``ppo_epochs x mini_batches`` optimiser updates.
@@ -177,7 +177,7 @@ class RLSpec:
     #: Divide advantages by the group's reward std (GRPO); False: centre only (Dr. GRPO).
     adv_normalize_std: bool = True
     #: Temperature of the statistics and log-probs; None = the sampling temperature
-    #: (inferred, METHOD.md: "T is the sampling temperature").
+    #: (inferred; docs/method.md, "Choices the paper leaves open").
     stats_temperature: float | None = None
     #: Compute the group JS for every method, not only for rules that need it, so the
     #: selected-vs-unselected JS curves exist for all methods (costs a little time).
@@ -280,7 +280,7 @@ _TINY_WARMUP = {"ict": {"warmup_steps": 3}, "random": {"warmup_steps": 3}}
 
 
 def _paper(model: str) -> TrainPreset:
-    """verl's GSM8K+MATH GRPO example as METHOD.md's inferred defaults.
+    """verl's GSM8K+MATH GRPO example as the inferred defaults (docs/method.md, "Training loop").
 
     Batch 1,024 prompts and PPO mini-batch 256 as in that example; 15 epochs of the
     14,973 GSM8K+MATH training problems at 1,024 prompts a step is 219 steps.

@@ -1,7 +1,7 @@
 """Token-selection rules: the only thing that differs between the compared methods.
 
 A rule maps the rollout statistics of a batch to a boolean mask ``[B, T]`` that is a
-subset of the response mask; tokens outside it carry no gradient (METHOD.md). Rules live
+subset of the response mask; tokens outside it carry no gradient (docs/method.md). Rules live
 in a registry looked up by name, so a new method is one decorated function::
 
     @register_selection("lowprob", needs=("logprob",))

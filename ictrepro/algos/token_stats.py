@@ -1,7 +1,7 @@
 """Statistics of the policy at response tokens, computed in chunks of positions.
 
 Everything here is a pure tensor function without gradient (the statistics come from
-the rollout policy and feed a hard token selection, METHOD.md "ICT").
+the rollout policy and feed a hard token selection, docs/method.md "Token masks").
 
 Conventions
 -----------
@@ -434,7 +434,7 @@ def group_js(
     chunk_size: int | None = None,
     kernel: Kernel = "auto",
 ) -> Tensor:
-    """Group Jensen–Shannon divergence ``u`` of METHOD.md (ICT), ``[B, T]`` float32.
+    """Group Jensen–Shannon divergence ``u`` of ICT (docs/method.md), ``[B, T]`` float32.
 
     ``u[i, t] = JS(p_i,t || P_t)`` with ``P_t`` the mean of ``p_j,t`` over the rows ``j`` of
     the same group whose response is active at ``t``. In [0, ln 2]; 0 outside the mask and

@@ -1,4 +1,4 @@
-"""The GRPO loop of METHOD.md, in which the token mask is the only thing that differs.
+"""The GRPO loop of docs/method.md, in which the token mask is the only thing that differs.
 
 One training step, on every rank (process):
 

@@ -61,7 +61,7 @@ class MetricSums:
 def selection_metrics(
     sums: MetricSums, stats: TokenStats, mask_BT: Tensor, response_mask_BT: Tensor
 ) -> None:
-    """The statistics METHOD.md asks for, added to ``sums``.
+    """The statistics of docs/method.md ("What is logged per step"), added to ``sums``.
 
     Args:
         stats: the rollout policy's statistics, ``[B, T]`` each.
