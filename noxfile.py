@@ -41,7 +41,7 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Speed and memory of the token statistics (minutes; not a test)."""
     install(session)
-    session.run("python", "benchmarks/token_stats.py", *session.posargs)
+    session.run("python", "bench/token_stats.py", *session.posargs)
 
 
 @nox.session

@@ -1,25 +1,50 @@
-"""The ``ictrepro`` command line: thin wrappers that parse, call a stage, and print."""
+"""The ``ictrepro`` command line: thin wrappers that parse options, call a stage, and print.
+
+One error boundary (:class:`_Commands`): an :class:`~ictrepro.errors.IctreproError` raised
+anywhere below a command becomes one ``error:`` line on stderr and exit code 2; any other
+exception is a bug and propagates with its traceback.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+from typer.core import TyperGroup
 
+from ictrepro.errors import ConfigError, IctreproError
 from ictrepro.stages.reproduce import DEFAULT_JOBS
 
+console = Console()
+err_console = Console(stderr=True)
+
+
+class _Commands(TyperGroup):
+    """The app's command group; its ``invoke`` runs every command, so it is the boundary."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except IctreproError as e:
+            # Text, not markup: messages hold brackets ("[B, T]", "['grpo-seed9']").
+            err_console.print(Text.assemble(("error:", "bold red"), " ", str(e)), soft_wrap=True)
+            raise typer.Exit(code=2) from None
+
+
 app = typer.Typer(
+    cls=_Commands,
     help="Reproduce ICT against GRPO, 20-Entropy and STAPO (RL from verifiable rewards).\n\n"
     "Stages: prepare -> train -> sample -> eval -> report -> check; `reproduce` runs them all.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
 
 #: Every stage command, in pipeline order (tests check that each has --help).
 STAGES = ("prepare", "train", "sample", "eval", "score", "report", "check", "reproduce", "compare")
@@ -42,20 +67,11 @@ def prepare(
     """Build the data, tokenizer and warm-started base model of a preset into a run directory."""
     # Imported here so `ictrepro --help` and `ictrepro methods` stay fast (no transformers).
     from ictrepro.config import prepare_preset
-    from ictrepro.runs import RunDirConflict
     from ictrepro.stages.prepare import prepare as run_prepare
 
-    try:
-        config = prepare_preset(preset, seed=seed)
-    except KeyError as e:
-        _fail(str(e.args[0]))
+    config = prepare_preset(preset, seed=seed)
     run_dir = out or Path("runs") / f"{preset}-seed{seed}"
-    try:
-        run_prepare(
-            config, run_dir, force=force, show_progress=not quiet, console=Console(quiet=quiet)
-        )
-    except RunDirConflict as e:
-        _fail(str(e))
+    run_prepare(config, run_dir, force=force, show_progress=not quiet, console=Console(quiet=quiet))
 
 
 @app.command()
@@ -88,33 +104,24 @@ def train(
     Writes RUN/train/<method>-seed<seed>/: train.json, metrics.jsonl, checkpoints/,
     final_model/. Runs under `accelerate launch` unchanged.
     """
-    from ictrepro.algos.selection import MethodModuleError, load_method_module
+    from ictrepro.algos.selection import load_method_module
     from ictrepro.config import load_overrides, parse_assignments, train_preset
-    from ictrepro.runs import RunDirConflict
     from ictrepro.stages.train import train as run_train
-    from ictrepro.train.grpo import TrainingDiverged
 
-    try:
-        if method_module is not None:
-            load_method_module(method_module)
-        overrides = load_overrides(config_file) if config_file else {}
-        overrides.update(parse_assignments(set_))
-        config = train_preset(preset, method=method, seed=seed, overrides=overrides)
-    except (KeyError, ValueError, TypeError, OSError, MethodModuleError) as e:
-        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
-    run_dir = run or Path("runs") / f"{preset}-seed0"
-    try:
-        run_train(
-            config,
-            run_dir,
-            resume=resume,
-            force=force,
-            show_progress=not quiet,
-            console=Console(quiet=quiet),
-            method_module=method_module,
-        )
-    except (RunDirConflict, TrainingDiverged, FileNotFoundError, MethodModuleError) as e:
-        _fail(str(e))
+    if method_module is not None:
+        load_method_module(method_module)
+    overrides = load_overrides(config_file) if config_file else {}
+    overrides.update(parse_assignments(set_))
+    config = train_preset(preset, method=method, seed=seed, overrides=overrides)
+    run_train(
+        config,
+        run or Path("runs") / f"{preset}-seed0",
+        resume=resume,
+        force=force,
+        show_progress=not quiet,
+        console=Console(quiet=quiet),
+        method_module=method_module,
+    )
 
 
 @app.command()
@@ -130,19 +137,15 @@ def report(
     Writes report.md, summary.json and plots/*.png; every number is recomputed from the
     per-problem samples of `ictrepro eval`.
     """
-    from ictrepro.results.paper import PaperDataError
     from ictrepro.results.report import build_report
 
-    try:
-        build_report(
-            run,
-            out_dir=out,
-            focus=focus,
-            baselines=tuple(_csv(baselines) or ()),
-            console=Console(quiet=quiet),
-        )
-    except (KeyError, ValueError, FileNotFoundError, PaperDataError) as e:
-        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
+    build_report(
+        run,
+        out_dir=out,
+        focus=focus,
+        baselines=tuple(_csv(baselines) or ()),
+        console=Console(quiet=quiet),
+    )
 
 
 @app.command()
@@ -167,14 +170,11 @@ def check(
     A modified, truncated, missing or unlisted file fails, named. `--pin RUN` re-pins a
     run's results (after an intended change) and rewrites the manifest.
     """
-    from ictrepro.results.pinned import RESULTS_DIR, ResultsError, check_results, pin_run
+    from ictrepro.results.pinned import RESULTS_DIR, check_results, pin_run
 
     root = results or RESULTS_DIR
     if pin is not None:
-        try:
-            out = pin_run(pin, preset, results_dir=root, jobs=jobs)
-        except (ResultsError, FileNotFoundError) as e:
-            _fail(str(e))
+        out = pin_run(pin, preset, results_dir=root, jobs=jobs)
         console.print(f"check: pinned {pin} as {out} and rewrote the manifest")
     problems = check_results(root)
     for problem in problems:
@@ -186,10 +186,7 @@ def check(
         from ictrepro.results.pinned import rerun_check
 
         target = work_dir or Path("runs") / f"check-{preset}"
-        try:
-            mode, problems = rerun_check(preset, target, results_dir=root, show_progress=True)
-        except ResultsError as e:
-            _fail(str(e))
+        mode, problems = rerun_check(preset, target, results_dir=root, show_progress=True)
         for problem in problems:
             err_console.print(f"[red]FAIL[/] {problem}", soft_wrap=True)
         expectation = (
@@ -225,31 +222,21 @@ def compare(
     Only the new method is trained; the baselines' results come from results/<preset>/.
     The report (RUN/report/) shows the new method's gains over each of them.
     """
-    from ictrepro.algos.selection import MethodModuleError, load_method_module
-    from ictrepro.results.pinned import ResultsError
-    from ictrepro.runs import RunDirConflict
+    from ictrepro.algos.selection import load_method_module
     from ictrepro.stages.compare import compare as run_compare
-    from ictrepro.train.grpo import TrainingDiverged
 
-    try:
-        if method_module is not None:
-            load_method_module(method_module)
-        if not all(s.lstrip("-").isdigit() for s in _csv(seeds) or [""]):
-            raise ValueError(f"--seeds must be comma-separated integers, e.g. 0,1,2; got {seeds!r}")
-        run_compare(
-            method,
-            preset,
-            out or Path("runs") / f"compare-{method}",
-            seeds=tuple(int(s) for s in _csv(seeds) or []),
-            method_module=method_module,
-            jobs=jobs,
-            show_progress=not quiet,
-            console=Console(quiet=quiet),
-        )
-    except (KeyError, ValueError, NotImplementedError, MethodModuleError, ResultsError) as e:
-        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
-    except (RunDirConflict, TrainingDiverged, RuntimeError) as e:
-        _fail(str(e))
+    if method_module is not None:
+        load_method_module(method_module)
+    run_compare(
+        method,
+        preset,
+        out or Path("runs") / f"compare-{method}",
+        seeds=tuple(_int_list(seeds, "--seeds", "0,1,2")),
+        method_module=method_module,
+        jobs=jobs,
+        show_progress=not quiet,
+        console=Console(quiet=quiet),
+    )
 
 
 @app.command()
@@ -276,30 +263,29 @@ def reproduce(
     from ictrepro.stages.reproduce import make_plan
     from ictrepro.stages.reproduce import reproduce as run_reproduce
 
-    try:
-        if not all(s.lstrip("-").isdigit() for s in _csv(seeds) or [""]):
-            raise ValueError(f"--seeds must be comma-separated integers, e.g. 0,1,2; got {seeds!r}")
-        seed_list = [int(s) for s in _csv(seeds) or []]
-        plan = make_plan(
-            preset, out or Path("runs") / preset, methods=_csv(methods) or [], seeds=seed_list
-        )
-    except (KeyError, ValueError) as e:
-        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
+    seed_list = _int_list(seeds, "--seeds", "0,1,2")
+    plan = make_plan(
+        preset, out or Path("runs") / preset, methods=_csv(methods) or [], seeds=seed_list
+    )
     if dry_run:
         for line in plan.describe():
             console.print(line, highlight=False)
         return
-    from ictrepro.runs import RunDirConflict
-    from ictrepro.train.grpo import TrainingDiverged
-
-    try:
-        run_reproduce(plan, jobs=jobs, show_progress=not quiet, console=Console(quiet=quiet))
-    except (NotImplementedError, RunDirConflict, TrainingDiverged, RuntimeError, ValueError) as e:
-        _fail(str(e))
+    run_reproduce(plan, jobs=jobs, show_progress=not quiet, console=Console(quiet=quiet))
 
 
 def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def _int_list(value: str, option: str, example: str) -> list[int]:
+    """``"0,1,2"`` -> ``[0, 1, 2]``; anything else is a ConfigError naming ``option``."""
+    items = _csv(value) or [""]
+    if not all(s.lstrip("-").isdigit() for s in items):
+        raise ConfigError(
+            f"{option} must be comma-separated integers, e.g. {example}; got {value!r}"
+        )
+    return [int(s) for s in items]
 
 
 @app.command("eval")
@@ -331,23 +317,20 @@ def eval_(
     """
     from ictrepro.stages.eval import evaluate_run
 
-    try:
-        evaluate_run(
-            run,
-            benchmarks=_csv(benchmarks),
-            models=_csv(models),
-            data_dir=data_dir,
-            n=n,
-            backend=backend,
-            harness=harness,
-            seed=seed,
-            workers=workers,
-            force=force,
-            show_progress=not quiet,
-            console=Console(quiet=quiet),
-        )
-    except (KeyError, ValueError, FileNotFoundError, ImportError) as e:
-        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
+    evaluate_run(
+        run,
+        benchmarks=_csv(benchmarks),
+        models=_csv(models),
+        data_dir=data_dir,
+        n=n,
+        backend=backend,
+        harness=harness,
+        seed=seed,
+        workers=workers,
+        force=force,
+        show_progress=not quiet,
+        console=Console(quiet=quiet),
+    )
 
 
 @app.command()
@@ -369,31 +352,12 @@ def sample(
 
     The output is what `ictrepro score --responses` reads.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from ictrepro.stages.sample import sample as run_sample
 
-    from ictrepro.data.prompts import render_prompt, stop_strings
-    from ictrepro.io import atomic_write_jsonl
-    from ictrepro.rollout.sampler import make_sampler
-    from ictrepro.stages.eval import load_task
-
-    try:
-        task = load_task(benchmark, run_dir=run, data_dir=data_dir, n=n)
-        tokenizer = AutoTokenizer.from_pretrained(model)
-        policy = AutoModelForCausalLM.from_pretrained(model) if backend == "hf" else None
-        sampler = make_sampler(backend, policy, tokenizer, batch_size=128, model_path=str(model))
-    except (KeyError, ValueError, FileNotFoundError, OSError, ImportError) as e:
-        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
-    prompts = [render_prompt(p, tokenizer) for p in task.problems]
-    completions = sampler.sample(prompts, task.sampling, seed=seed, stop=stop_strings(tokenizer))
-    atomic_write_jsonl(
-        out,
-        (
-            {"id": p.id, "sample": j, "response": c.text}
-            for p, group in zip(task.problems, completions, strict=True)
-            for j, c in enumerate(group)
-        ),
+    done = run_sample(
+        model, benchmark, out, run_dir=run, data_dir=data_dir, n=n, backend=backend, seed=seed
     )
-    console.print(f"sample: {len(prompts)} problems x {task.sampling.n} -> {out}")
+    console.print(f"sample: {done.n_problems} problems x {done.n} -> {done.out}")
 
 
 @app.command()
@@ -415,26 +379,15 @@ def score(
     workers: int = typer.Option(2, help="Verifier worker processes (0 = in-process)."),
 ) -> None:
     """Grade responses produced anywhere else with the project's verifier; print pass@k."""
-    import dataclasses
+    from ictrepro.stages.score import score as run_score
 
-    from ictrepro.io import atomic_write_jsonl
-    from ictrepro.stages.eval import load_task, score_responses_file
-    from ictrepro.verify import Verifier
-
-    try:
-        ks = tuple(int(x) for x in _csv(k) or [])
-        if not ks or min(ks) < 1:
-            raise ValueError(f"--k must list integers >= 1, got {k!r}")
-        task = load_task(benchmark, run_dir=run, data_dir=data_dir)
-        task = dataclasses.replace(task, ks=ks)
-        with Verifier(workers=workers) as verifier:
-            result, lines, missing = score_responses_file(task, responses, verifier)
-    except (KeyError, ValueError, FileNotFoundError, OSError) as e:
-        _fail(str(e.args[0]) if isinstance(e, KeyError) else str(e))
-    verdict_path = out or responses.with_name(
-        responses.name.removesuffix(".jsonl") + ".verdicts.jsonl"
+    ks = _int_list(k, "--k", "1,4")
+    if min(ks) < 1:
+        raise ConfigError(f"--k must list integers >= 1, got {k!r}")
+    scored = run_score(
+        benchmark, responses, ks=ks, run_dir=run, data_dir=data_dir, out=out, workers=workers
     )
-    atomic_write_jsonl(verdict_path, lines)
+    result = scored.score
     table = Table(title=f"{benchmark}: {result.n_problems} problems scored")
     for kk in ks:
         table.add_column(f"pass@{kk}", justify="right")
@@ -442,14 +395,9 @@ def score(
     console.print(table)
     if result.n_ungradable:
         console.print(f"{result.n_ungradable} problems with an ungradable gold answer (not scored)")
-    if missing:
-        console.print(f"[yellow]{len(missing)} problems have no response (not scored)[/]")
-    console.print(f"verdicts: {dict(result.verdicts)} -> {verdict_path}")
-
-
-def _fail(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code=2)
+    if scored.missing:
+        console.print(f"[yellow]{len(scored.missing)} problems have no response (not scored)[/]")
+    console.print(f"verdicts: {dict(result.verdicts)} -> {scored.verdicts_path}")
 
 
 @app.command()

@@ -120,7 +120,7 @@ LR_SCHEDULES = ("constant", "cosine")
 
 @dataclass(frozen=True)
 class RLSpec:
-    """The GRPO loop's hyperparameters, shared by every method (docs/method.md, "The setting").
+    """The GRPO loop's hyperparameters, shared by every method (docs/method.md, "The objective").
 
     One *step* samples ``group_size`` responses for each of ``prompts_per_step`` prompts,
     computes the mask once, then makes ``ppo_epochs x mini_batches`` optimiser updates.
@@ -153,7 +153,7 @@ class RLSpec:
     #: Divide advantages by the group's reward std (GRPO); False: centre only (Dr. GRPO).
     adv_normalize_std: bool = True
     #: Temperature of the statistics and log-probs; None = the sampling temperature
-    #: (inferred, docs/method.md: "T is the sampling temperature").
+    #: (inferred; docs/method.md, "Choices the paper leaves open").
     stats_temperature: float | None = None
     #: Compute the group JS for every method, not only for rules that need it, so the
     #: selected-vs-unselected JS curves exist for all methods (costs a little time).

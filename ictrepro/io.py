@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ictrepro.errors import DataError
+
 
 def _fsync_dir(path: Path) -> None:
     # Makes the rename itself durable; not every file system supports it, hence the guard.
@@ -77,9 +79,9 @@ def read_jsonl_numbered(path: str | os.PathLike) -> list[tuple[int, dict[str, An
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+                raise DataError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
             if not isinstance(record, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object per line")
+                raise DataError(f"{path}:{lineno}: expected a JSON object per line")
             records.append((lineno, record))
     return records
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ictrepro import __version__
+from ictrepro.errors import RunDirError
 from ictrepro.io import atomic_write_json, hash_outputs
 
 RECORD_SCHEMA = 1
@@ -29,7 +30,7 @@ RECORD_SCHEMA = 1
 State = Literal["fresh", "current", "redo"]
 
 
-class RunDirConflict(RuntimeError):
+class RunDirConflict(RunDirError):
     """A run directory holds outputs of another config (or unknown files)."""
 
 

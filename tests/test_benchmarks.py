@@ -21,6 +21,7 @@ from ictrepro.data.benchmarks import (
     write_benchmark_jsonl,
 )
 from ictrepro.data.prompts import answer_kind
+from ictrepro.errors import ConfigError, DataError
 from ictrepro.verify import Verdict, grade
 
 # The shared benchmark files live next to the repository, never inside it.
@@ -516,12 +517,12 @@ def test_duplicate_id_is_an_error_naming_it(tmp_path):
 
 
 def test_unknown_benchmark_lists_valid_names(tmp_path):
-    with pytest.raises(KeyError, match=r"unknown benchmark 'math5000'.*math500.*gpqa_diamond"):
+    with pytest.raises(ConfigError, match=r"unknown benchmark 'math5000'.*math500.*gpqa_diamond"):
         load_benchmark("math5000", data_dir=tmp_path)
 
 
 def test_missing_file_names_the_paths_tried(tmp_path):
-    with pytest.raises(FileNotFoundError) as info:
+    with pytest.raises(DataError) as info:
         load_benchmark("aime23", data_dir=tmp_path)
     assert str(tmp_path / "aime23" / "test.jsonl") in str(info.value)
     assert str(tmp_path / "aime23.jsonl") in str(info.value)

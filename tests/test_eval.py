@@ -153,6 +153,9 @@ def test_score_problems_by_hand():
         score_problems([[C, W]], ["a"], (1, 4))
 
 
+# MERGE (cli branch): exit 2 needs stages/eval.py's score_responses_file to raise DataError
+# (its ValueErrors at 'has no responses', 'missing field', 'not a problem of'); the CLI
+# boundary catches only IctreproError.
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -221,6 +224,8 @@ def test_score_too_few_samples_for_k(run_dir, tmp_path):
     assert ok.exit_code == 0 and "7 problems have no response" in flat(ok.output)
 
 
+# MERGE (cli branch): exit 2 needs stages/eval.py to raise ConfigError for an unknown
+# model (KeyError in evaluate_run) and for n < max k (ValueError in load_task).
 def test_eval_bad_input(run_dir):
     runner = CliRunner()
     result = runner.invoke(
@@ -262,6 +267,8 @@ def test_paper_benchmarks_from_a_local_folder_and_bad_names(tmp_path):
         load_task("gsm8k_train")
 
 
+# MERGE (cli branch): the final exit-2 check needs stages/eval.py's unknown-harness
+# ValueError (evaluate_run) to be a ConfigError.
 def test_eval_through_lm_eval_matches_our_scoring_of_the_same_samples(run_dir):
     result = CliRunner().invoke(
         app,

@@ -14,3 +14,14 @@ def test_ci_runs_the_readme_test_command():
     command = re.search(r"```(?:bash|sh)?\n(.+?)\n```", section, re.S).group(1).strip()
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert command in ci_lines, f"README test command {command!r} is not a line of .ci/run"
+
+
+def test_every_timing_script_named_in_the_docs_exists():
+    """The timing scripts live in bench/ (not benchmarks/, which reads as
+    ``ictrepro/data/benchmarks.py``); every `bench/NAME.py` the docs or nox name exists."""
+    texts = [ROOT / "README.md", ROOT / "noxfile.py", *sorted((ROOT / "docs").glob("*.md"))]
+    named = {m for p in texts for m in re.findall(r"\bbench/\w+\.py", p.read_text())}
+    assert "bench/token_stats.py" in named  # the nox `bench` session
+    assert sorted(n for n in named if not (ROOT / n).is_file()) == []
+    stale = [p.name for p in texts if re.search(r"(?<![\w/])benchmarks/\w+\.py", p.read_text())]
+    assert stale == [], f"{stale} still name the old benchmarks/ folder"

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ictrepro.rollout.hf import Completion
+from ictrepro.errors import ConfigError
+from ictrepro.rollout.base import Completion
 from ictrepro.rollout.params import SamplingParams
 from ictrepro.rollout.sampler import make_sampler
 from ictrepro.rollout.vllm import INSTALL_HINT, VLLMSampler, request_seed
@@ -115,7 +116,7 @@ def test_missing_vllm_says_to_install_the_gpu_extra():
         pass
     else:
         pytest.skip("vllm is installed here")
-    with pytest.raises(ImportError, match=r"pip install -e '\.\[gpu\]'"):
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[gpu\]'"):
         VLLMSampler("some/model")
     assert "gpu" in INSTALL_HINT
 

@@ -17,6 +17,7 @@ from ictrepro.algos.selection import (
     select_tokens,
     top_fraction_mask,
 )
+from ictrepro.errors import ConfigError
 
 
 def lengths_mask(lengths: list[int], T: int) -> torch.Tensor:
@@ -217,7 +218,7 @@ def test_registry_lists_the_paper_methods_with_defaults():
 
 def test_unknown_method_lists_valid_ones():
     with pytest.raises(
-        KeyError, match="unknown token-selection method 'ictt'; valid: entropy, grpo, ict"
+        ConfigError, match="unknown token-selection method 'ictt'; valid: entropy, grpo, ict"
     ):
         get_selection("ictt")
 

@@ -8,6 +8,7 @@ import pytest
 
 from ictrepro.data.records import Problem
 from ictrepro.data.suites import SUITES, generate_suite
+from ictrepro.errors import ConfigError
 from ictrepro.verify import Verdict, grade
 
 N_TRAIN, N_TEST = 300, 60
@@ -100,7 +101,7 @@ def test_records_round_trip_json(suite):
 
 def test_bad_names_and_seeds():
     with pytest.raises(
-        KeyError, match="unknown suite 'tiny-gsm9k'; valid: tiny-gsm8k, tiny-math500"
+        ConfigError, match="unknown suite 'tiny-gsm9k'; valid: tiny-gsm8k, tiny-math500"
     ):
         generate_suite("tiny-gsm9k", seed=0, n_train=1, n_test=1)
     with pytest.raises(TypeError, match="seed must be an integer"):

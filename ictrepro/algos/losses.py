@@ -1,4 +1,4 @@
-"""The shared GRPO objective (METHOD.md): advantages, clipped PG term, k3 KL, aggregation.
+"""The shared GRPO objective (docs/method.md): advantages, clipped PG term, k3 KL, aggregation.
 
 Every method is this objective with a different token mask ``M``. Per token,
 
@@ -14,7 +14,7 @@ Aggregation modes (one mode must be used for all methods of a comparison):
 - ``seq-mean-token-sum``: each response's sum over its selected tokens, then the mean
   over responses (no length normalisation, as in Dr. GRPO up to a constant).
 
-Beware the trap METHOD.md names: masking psi but still dividing by the number of
+Beware the trap docs/method.md names: masking psi but still dividing by the number of
 *response* tokens scales each response's gradient by its mask ratio. No mode does that.
 """
 
@@ -176,7 +176,7 @@ def grpo_loss(
     dual_clip: float | None = None,
     agg_mode: AggMode = "seq-mean-token-mean",
 ) -> tuple[Tensor, dict[str, float]]:
-    """The loss ``-aggregate(psi, M)`` of METHOD.md and its metrics.
+    """The loss ``-aggregate(psi, M)`` of docs/method.md and its metrics.
 
     Args:
         logprob_BT: log pi_theta of the sampled tokens, ``[B, T]`` float (with gradient).

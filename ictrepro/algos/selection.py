@@ -1,7 +1,7 @@
 """Token-selection rules: the only thing that differs between the compared methods.
 
 A rule maps the rollout statistics of a batch to a boolean mask ``[B, T]`` that is a
-subset of the response mask; tokens outside it carry no gradient (METHOD.md). Rules live
+subset of the response mask; tokens outside it carry no gradient (docs/method.md). Rules live
 in a registry looked up by name, so a new method is one decorated function::
 
     @register_selection("lowprob", needs=("logprob",))
@@ -28,6 +28,8 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor
+
+from ictrepro.errors import ConfigError, UserModuleError
 
 Scope = Literal["sequence", "batch"]
 STAT_NAMES = ("logprob", "entropy", "js")
@@ -128,7 +130,7 @@ def register_selection(
     return decorator
 
 
-class MethodModuleError(RuntimeError):
+class MethodModuleError(UserModuleError):
     """A user's method module failed to import, registered nothing, or its rule misbehaved."""
 
 
@@ -169,11 +171,11 @@ def load_method_module(path: str | Path) -> list[str]:
 
 
 def get_selection(name: str) -> SelectionRule:
-    """The rule registered as ``name``; unknown names raise a KeyError listing valid ones."""
+    """The rule registered as ``name``; an unknown name raises a ConfigError listing the valid ones."""
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise KeyError(
+        raise ConfigError(
             f"unknown token-selection method {name!r}; valid: {', '.join(sorted(_REGISTRY))}"
         ) from None
 

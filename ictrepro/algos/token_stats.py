@@ -1,7 +1,7 @@
 """Statistics of the policy at response tokens, computed in chunks of positions.
 
 Everything here is a pure tensor function without gradient (the statistics come from
-the rollout policy and feed a hard token selection, METHOD.md "ICT").
+the rollout policy and feed a hard token selection, docs/method.md "Token masks").
 
 Conventions
 -----------
@@ -25,7 +25,7 @@ Speed
 -----
 The per-chunk kernel is a handful of elementwise passes. In eager PyTorch each pass is a
 separate sweep over memory; ``kernel="compiled"`` fuses them with ``torch.compile``
-(``benchmarks/token_stats.py`` measures both). ``"auto"`` compiles for large vocabularies,
+(``bench/token_stats.py`` measures both). ``"auto"`` compiles for large vocabularies,
 where the sweeps dominate, and stays eager for small ones, where compile time would.
 """
 
@@ -440,7 +440,7 @@ def group_js(
     chunk_size: int | None = None,
     kernel: Kernel = "auto",
 ) -> Tensor:
-    """Group Jensen–Shannon divergence ``u`` of METHOD.md (ICT), ``[B, T]`` float32.
+    """Group Jensen–Shannon divergence ``u`` of ICT (docs/method.md), ``[B, T]`` float32.
 
     ``u[i, t] = JS(p_i,t || P_t)`` with ``P_t`` the mean of ``p_j,t`` over the rows ``j`` of
     the same group whose response is active at ``t``. In [0, ln 2]; 0 outside the mask and

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from ictrepro.data.records import Problem
+from ictrepro.errors import ConfigError, DataError
 from ictrepro.io import atomic_write_jsonl, read_jsonl_numbered
 from ictrepro.verify.extract import last_boxed
 
@@ -472,7 +473,7 @@ TRAINING_SETS = ("gsm8k_train", "math_train")
 
 def get_benchmark(name: str) -> BenchmarkSpec:
     if name not in BENCHMARKS:
-        raise KeyError(f"unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}")
+        raise ConfigError(f"unknown benchmark {name!r}; valid: {', '.join(BENCHMARKS)}")
     return BENCHMARKS[name]
 
 
@@ -484,16 +485,16 @@ _SCHEMA_FIELDS = ("id", "problem", "answer", "choices", "solution", "meta")
 def _check(problem: Problem, kind: str, where: str) -> None:
     """The answer and options fit the benchmark's answer kind."""
     if not problem.id.strip():
-        raise ValueError(f"{where}: empty id")
+        raise DataError(f"{where}: empty id")
     if not problem.answer.strip():
-        raise ValueError(f"{where}: empty answer")
+        raise DataError(f"{where}: empty answer")
     if kind == "math" and problem.choices is not None:
-        raise ValueError(f"{where}: a math benchmark's problem has choices")
+        raise DataError(f"{where}: a math benchmark's problem has choices")
     if kind == "choice":
         if problem.choices is None or not 2 <= len(problem.choices) <= len(LETTERS):
-            raise ValueError(f"{where}: a multiple-choice problem needs 2-4 choices")
+            raise DataError(f"{where}: a multiple-choice problem needs 2-4 choices")
         if len(problem.answer) != 1 or problem.answer not in LETTERS[: len(problem.choices)]:
-            raise ValueError(f"{where}: answer {problem.answer!r} names none of the options")
+            raise DataError(f"{where}: answer {problem.answer!r} names none of the options")
 
 
 def read_problems(path: str | Path, *, kind: str) -> list[Problem]:
@@ -510,16 +511,16 @@ def read_problems(path: str | Path, *, kind: str) -> list[Problem]:
         where = f"{path}:{lineno}"
         meta = record.get("meta")
         if meta is not None and not isinstance(meta, dict):
-            raise ValueError(f"{where}: field 'meta' must be an object")
+            raise DataError(f"{where}: field 'meta' must be an object")
         solution = record.get("solution")
         if solution is not None and not isinstance(solution, str):
-            raise ValueError(f"{where}: field 'solution' must be a string")
+            raise DataError(f"{where}: field 'solution' must be a string")
         extra = {k: v for k, v in record.items() if k not in _SCHEMA_FIELDS}
         problem = Problem.from_json({**record, "meta": {**extra, **(meta or {})}}, where=where)
         _check(problem, kind, where)
         problems.append(problem)
     if not problems:
-        raise ValueError(f"{path}: no problems (the file is empty)")
+        raise DataError(f"{path}: no problems (the file is empty)")
     _check_unique(problems, str(path))
     return problems
 
@@ -528,7 +529,7 @@ def _check_unique(problems: Iterable[Problem], source: str) -> None:
     seen: set[str] = set()
     for p in problems:
         if p.id in seen:
-            raise ValueError(f"{source}: duplicate problem id {p.id!r}")
+            raise DataError(f"{source}: duplicate problem id {p.id!r}")
         seen.add(p.id)
 
 
@@ -551,7 +552,7 @@ def write_benchmark_jsonl(problems: Iterable[Problem], path: str | Path) -> None
 # ------------------------------------------------------------------------------ hub
 
 
-class BenchmarkUnavailableError(RuntimeError):
+class BenchmarkUnavailableError(DataError):
     """The hub (or the ``datasets`` library) could not provide a benchmark."""
 
 
@@ -589,10 +590,10 @@ def _load_hub(spec: BenchmarkSpec) -> list[Problem]:
                 _check(problem, spec.kind, "normalised row")
             except ValueError as exc:
                 where = f"{spec.hub_id}" + (f" config {config}" if config else "")
-                raise ValueError(f"{where}, split {spec.hub_split}, row {index}: {exc}") from exc
+                raise DataError(f"{where}, split {spec.hub_split}, row {index}: {exc}") from exc
             problems.append(problem)
     if not problems:
-        raise ValueError(f"{spec.hub_id}: no problems for benchmark {spec.name!r}")
+        raise DataError(f"{spec.hub_id}: no problems for benchmark {spec.name!r}")
     if len(problems) != spec.size:
         logger.warning(
             "benchmark %s: %d problems from %s, expected %d",
@@ -621,4 +622,7 @@ def load_benchmark(name: str, *, data_dir: str | Path | None = None) -> list[Pro
         if path.is_file():
             return read_problems(path, kind=spec.kind)
     tried = ", ".join(str(p) for p in candidates)
-    raise FileNotFoundError(f"benchmark {name!r} not found in {data_dir}; tried {tried}")
+    raise DataError(
+        f"benchmark {name!r} not found in {data_dir}; tried {tried}. Write it there with "
+        "write_benchmark_jsonl (docs/benchmarks.md) or drop --data-dir to load it from the hub."
+    )

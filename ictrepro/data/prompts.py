@@ -14,6 +14,7 @@ from typing import Literal
 from transformers import PreTrainedTokenizerBase
 
 from ictrepro.data.records import Problem
+from ictrepro.errors import ConfigError, DataError
 
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 CHOICE_INSTRUCTION = (
@@ -34,7 +35,7 @@ def user_message(problem: Problem) -> str:
     if problem.choices is None:
         return f"{problem.problem}\n{MATH_INSTRUCTION}"
     if len(problem.choices) > len(LETTERS):
-        raise ValueError(f"problem {problem.id!r}: at most {len(LETTERS)} choices are supported")
+        raise DataError(f"problem {problem.id!r}: at most {len(LETTERS)} choices are supported")
     options = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(problem.choices))
     return f"{problem.problem}\n{options}\n{CHOICE_INSTRUCTION}"
 
@@ -47,11 +48,13 @@ def render_prompt(
     ``style="auto"`` uses the chat template when the tokenizer has one, else the base frame.
     """
     if style not in ("auto", "chat", "base"):
-        raise ValueError(f"unknown prompt style {style!r}; valid: auto, chat, base")
+        raise ConfigError(f"unknown prompt style {style!r}; valid: auto, chat, base")
     message = user_message(problem)
     if uses_chat(tokenizer, style):
         if not getattr(tokenizer, "chat_template", None):
-            raise ValueError("prompt style 'chat' needs a tokenizer with a chat template")
+            raise ConfigError(
+                "prompt style 'chat' needs a tokenizer with a chat template; use 'auto' or 'base'"
+            )
         return tokenizer.apply_chat_template(
             [{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True
         )
@@ -73,5 +76,5 @@ def stop_strings(
 def response_suffix(tokenizer: PreTrainedTokenizerBase) -> str:
     """What ends a model's response in training text: the EOS token (``<|im_end|>``)."""
     if tokenizer.eos_token is None:
-        raise ValueError("the tokenizer has no EOS token; set one so responses can end")
+        raise ConfigError("the tokenizer has no EOS token; set one so responses can end")
     return tokenizer.eos_token

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ictrepro.errors import DataError
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -36,16 +38,16 @@ class Problem:
         """Build from a JSON object; a missing or mistyped field is named with ``where``."""
         for name in ("id", "problem", "answer"):
             if name not in record:
-                raise ValueError(f"{where}: missing field {name!r}")
+                raise DataError(f"{where}: missing field {name!r}")
             if not isinstance(record[name], str):
-                raise ValueError(
+                raise DataError(
                     f"{where}: field {name!r} must be a string, got {type(record[name]).__name__}"
                 )
         choices = record.get("choices")
         if choices is not None and not (
             isinstance(choices, list) and all(isinstance(c, str) for c in choices)
         ):
-            raise ValueError(f"{where}: field 'choices' must be a list of strings or null")
+            raise DataError(f"{where}: field 'choices' must be a list of strings or null")
         return cls(
             id=record["id"],
             problem=record["problem"],

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ictrepro.data.records import Problem
+from ictrepro.errors import ConfigError
 
 Generated = tuple[str, str, str, tuple[str, ...] | None]
 """(problem, solution, answer, choices) of one generated item."""
@@ -244,7 +245,7 @@ EVAL_SUITES = (
 
 def get_suite(name: str) -> Suite:
     if name not in SUITES:
-        raise KeyError(f"unknown suite {name!r}; valid: {', '.join(SUITES)}")
+        raise ConfigError(f"unknown suite {name!r}; valid: {', '.join(SUITES)}")
     return SUITES[name]
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from ictrepro.data.prompts import answer_kind
 from ictrepro.data.records import Problem
+from ictrepro.errors import DataError
 from ictrepro.evaluate.passk import pass_at_k
 from ictrepro.verify import GradeRequest, Verdict, Verifier, count_verdicts
 
@@ -69,7 +70,7 @@ def score_problems(
             continue
         for k in ks:
             if len(vs) < k:
-                raise ValueError(
+                raise DataError(
                     f"problem {pid!r} has {len(vs)} samples; pass@{k} needs at least {k}"
                 )
             per_problem[k].append(pass_at_k(len(vs), sum(v.is_correct for v in vs), k))
@@ -90,8 +91,8 @@ def score_verdicts(verdicts: Sequence[Sequence[Verdict]], ks: Sequence[int]) -> 
         raise ValueError("no problems to score")
     n = len(verdicts[0])
     if any(len(v) != n for v in verdicts):
-        raise ValueError("every problem needs the same number of samples")
+        raise DataError("every problem needs the same number of samples")
     if n < max(ks):
-        raise ValueError(f"pass@{max(ks)} needs at least {max(ks)} samples per problem, got {n}")
+        raise DataError(f"pass@{max(ks)} needs at least {max(ks)} samples per problem, got {n}")
     score = score_problems(verdicts, [str(i) for i in range(len(verdicts))], ks)
     return SuiteScore(score.n_problems, n, score.pass_at, score.verdicts)

@@ -6,17 +6,18 @@ import torch
 from transformers import GenerationConfig, PreTrainedTokenizerBase, Qwen2Config, Qwen2ForCausalLM
 
 from ictrepro.config import ModelSpec
+from ictrepro.errors import ConfigError
 
 
 def qwen2_config(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase) -> Qwen2Config:
     """The ``Qwen2Config`` of ``spec``, with the tokenizer's vocabulary and special ids."""
     if spec.hidden_size % spec.num_attention_heads:
-        raise ValueError(
+        raise ConfigError(
             f"model.hidden_size ({spec.hidden_size}) must be divisible by "
             f"model.num_attention_heads ({spec.num_attention_heads})"
         )
     if spec.num_attention_heads % spec.num_key_value_heads:
-        raise ValueError(
+        raise ConfigError(
             f"model.num_attention_heads ({spec.num_attention_heads}) must be divisible by "
             f"model.num_key_value_heads ({spec.num_key_value_heads})"
         )

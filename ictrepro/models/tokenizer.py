@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from ictrepro.errors import ConfigError
+
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -35,7 +37,7 @@ def train_tokenizer(texts: Iterable[str], *, vocab_size: int) -> PreTrainedToken
     """
     min_size = 256 + len(SPECIAL_TOKENS)
     if vocab_size < min_size:
-        raise ValueError(
+        raise ConfigError(
             f"vocab_size must be at least {min_size} (bytes + specials), got {vocab_size}"
         )
     tok = Tokenizer(models.BPE())

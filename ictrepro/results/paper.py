@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ictrepro.errors import DataError
+
 #: ``results/paper/`` of the repository (the package is installed editable).
 PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"
 METRICS = ("p1", "p4", "total")
@@ -27,7 +29,7 @@ METRICS = ("p1", "p4", "total")
 _TOLERANCE = 0.0051
 
 
-class PaperDataError(ValueError):
+class PaperDataError(DataError):
     """A paper data file is missing, not JSON, or has a bad field."""
 
 

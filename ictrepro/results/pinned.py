@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ictrepro.errors import DataError
 from ictrepro.io import atomic_write_json, atomic_write_jsonl, atomic_write_text, sha256_file
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
@@ -40,7 +41,7 @@ SCORE_FIELDS = {
 _MODEL = re.compile(r"^(base|(?P<method>[A-Za-z0-9_.-]+)-seed(?P<seed>\d+))$")
 
 
-class ResultsError(ValueError):
+class ResultsError(DataError):
     """A pinned result file is missing, modified or malformed."""
 
 

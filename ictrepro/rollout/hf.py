@@ -8,22 +8,13 @@ samples on a fixed platform without touching the caller's RNG stream.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ictrepro.errors import ConfigError
+from ictrepro.rollout.base import Completion
 from ictrepro.rollout.params import SamplingParams
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One sampled response: its text (special tokens removed), its token ids (up to and
-    including EOS if it stopped) and whether it stopped by itself (EOS) or hit the limit."""
-
-    text: str
-    token_ids: tuple[int, ...]
-    finished: bool
 
 
 @torch.no_grad()
@@ -51,7 +42,10 @@ def hf_generate(
     """
     eos_id = tokenizer.eos_token_id
     if eos_id is None or tokenizer.pad_token_id is None:
-        raise ValueError("the tokenizer needs both an EOS and a pad token for batched sampling")
+        raise ConfigError(
+            "the tokenizer needs both an EOS and a pad token for batched sampling; set "
+            "eos_token and pad_token in the model's tokenizer_config.json"
+        )
     prompts_per_call = max(1, batch_size // params.n)
     greedy = params.temperature == 0
     was_training = model.training

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ictrepro.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -18,10 +20,10 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
+            raise ConfigError(f"n must be >= 1, got {self.n}")
         if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+            raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")

@@ -1,42 +1,22 @@
-"""The sampler interface that training and evaluation draw responses through.
+"""The sampler backends by name: ``make_sampler("hf" | "vllm", ...)`` and the HF one.
 
-A backend turns prompt texts into ``n`` completions each. Training also tells it when the
-policy's weights changed (``update_weights``): the HF backend samples from the live model,
-so there is nothing to do; an inference engine (vLLM) must receive the new weights.
+The interface they implement (``Sampler``) and what they return (``Completion``) live in
+``ictrepro.rollout.base``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ictrepro.rollout.hf import Completion, hf_generate
+from ictrepro.errors import ConfigError
+from ictrepro.rollout.base import Completion, Sampler
+from ictrepro.rollout.hf import hf_generate
 from ictrepro.rollout.params import SamplingParams
 
 #: The backends ``make_sampler`` builds (``rl.sampler``).
 SAMPLERS = ("hf", "vllm")
-
-
-class Sampler(Protocol):
-    def sample(
-        self,
-        prompts: list[str],
-        params: SamplingParams,
-        *,
-        seed: int,
-        index_offset: int = 0,
-        stop: Sequence[str] = (),
-    ) -> list[list[Completion]]:
-        """``result[i][j]``: completion j of prompt i, each ending at EOS or a ``stop`` string
-        (cut off). Seeds: see ``hf_generate`` (per call chunk) and ``VLLMSampler`` (per
-        request); both depend on the prompt's index plus ``index_offset``, not on the rank."""
-        ...
-
-    def update_weights(self, model: PreTrainedModel) -> None:
-        """Make the next ``sample`` use ``model``'s current weights."""
-        ...
 
 
 class HFSampler:
@@ -89,4 +69,4 @@ def make_sampler(
         from ictrepro.rollout.vllm import VLLMSampler
 
         return VLLMSampler(model_path or model.name_or_path)
-    raise ValueError(f"unknown sampler {name!r}; valid: {', '.join(SAMPLERS)}")
+    raise ConfigError(f"unknown sampler {name!r}; valid: {', '.join(SAMPLERS)}")

@@ -21,7 +21,8 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ictrepro.rollout.hf import Completion
+from ictrepro.errors import ConfigError
+from ictrepro.rollout.base import Completion
 from ictrepro.rollout.params import SamplingParams
 
 INSTALL_HINT = (
@@ -86,7 +87,7 @@ class VLLMSampler:
             try:
                 import vllm
             except ImportError as e:
-                raise ImportError(INSTALL_HINT) from e
+                raise ConfigError(INSTALL_HINT) from e
             engine = engine or vllm.LLM(model=model_path, **engine_kwargs)
             params_factory = params_factory or vllm.SamplingParams
         self.engine, self.params_factory = engine, params_factory

@@ -336,9 +336,7 @@ def recorded_jobs(run_dir: Path) -> int | None:
 
 
 def _report(run_dir: Path, console: Console) -> None:
-    try:
-        from ictrepro.results.report import build_report
-    except ImportError:
-        console.print("report: not available in this version")
-        return
+    # Imported here: the report pulls in matplotlib, which `ictrepro --help` should not wait for.
+    from ictrepro.results.report import build_report
+
     build_report(run_dir, console=console)

@@ -54,8 +54,8 @@ from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
 from ictrepro.data.records import Problem
 from ictrepro.errors import ConfigError, TrainingDiverged, UserModuleError
 from ictrepro.progress import progress_bar
-from ictrepro.rollout.hf import Completion
-from ictrepro.rollout.sampler import Sampler, make_sampler
+from ictrepro.rollout.base import Completion, Sampler
+from ictrepro.rollout.sampler import make_sampler
 from ictrepro.train import checkpoint
 from ictrepro.train.metrics import MetricsLog, MetricSums, selection_metrics
 from ictrepro.verify import GradeRequest, Verdict

@@ -78,7 +78,7 @@ class MetricSums:
 
 
 def selection_metrics(stats: TokenStats, mask_BT: Tensor, response_mask_BT: Tensor) -> MetricSums:
-    """The statistics docs/method.md asks for, as sums to reduce over processes.
+    """The statistics of docs/method.md ("What is logged per step"), as sums to reduce over processes.
 
     Args:
         stats: the rollout policy's statistics, ``[B, T]`` each.

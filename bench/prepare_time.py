@@ -1,6 +1,6 @@
 """Wall time of `ictrepro prepare` for a preset, with the split recorded by the stage itself.
 
-    python benchmarks/prepare_time.py [--preset tiny] [--seed 0] [--repeats 1]
+    python bench/prepare_time.py [--preset tiny] [--seed 0] [--repeats 1]
 
 Runs the real command in a fresh process (so imports count) into a temporary directory,
 then prints one Markdown row per run: total wall time and the stage's own timings of data

@@ -1,6 +1,6 @@
 """ICT's extra cost per training step, measured side by side with GRPO on the same batch.
 
-    python benchmarks/ict_overhead.py --run RUN_DIR [--preset tiny] [--repeats 20]
+    python bench/ict_overhead.py --run RUN_DIR [--preset tiny] [--repeats 20]
 
 RUN_DIR is a prepared run (`ictrepro prepare --preset tiny --out RUN_DIR`). Two trainers
 start from the same base model: GRPO without the JS statistics (`rl.log_js=false`, what a

@@ -17,8 +17,8 @@ during that call minus the resident memory before it.
 
 Usage::
 
-    python benchmarks/token_stats.py            # V=151,936 at T=128 and 256; V=32,768 at T=256
-    python benchmarks/token_stats.py --quick    # T=64 and 128
+    python bench/token_stats.py            # V=151,936 at T=128 and 256; V=32,768 at T=256
+    python bench/token_stats.py --quick    # T=64 and 128
 """
 
 from __future__ import annotations

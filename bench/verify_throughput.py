@@ -10,9 +10,9 @@ the same verdicts; the script fails if they differ.
 
 Usage::
 
-    python benchmarks/verify_throughput.py            # 2,000 responses, workers 0 1 2
-    python benchmarks/verify_throughput.py --quick    # 300 responses
-    python benchmarks/verify_throughput.py -n 5000 --workers 0 4 8
+    python bench/verify_throughput.py            # 2,000 responses, workers 0 1 2
+    python bench/verify_throughput.py --quick    # 300 responses
+    python bench/verify_throughput.py -n 5000 --workers 0 4 8
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Wall time of `ictrepro train` per (method, seed), and what each run's curves did.
 
-    python benchmarks/train_time.py --run RUN_DIR [--preset tiny] [--methods grpo,ict]
+    python bench/train_time.py --run RUN_DIR [--preset tiny] [--methods grpo,ict]
                                     [--seeds 0] [--set FIELD=VALUE ...]
 
 RUN_DIR is a prepared run (`ictrepro prepare --preset tiny --out RUN_DIR`). Each run is the
