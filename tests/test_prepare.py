@@ -152,8 +152,6 @@ def test_cli_prepare_and_rerun(tmp_path):
     assert again.exit_code == 0 and "up to date" in " ".join(again.output.split())
 
 
-# MERGE (cli branch): the unknown-preset case needs config.prepare_preset's KeyError to be
-# a ConfigError (the CLI boundary catches only IctreproError).
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -109,8 +109,6 @@ def test_dry_run_prints_the_plan():
     assert result.exit_code == 0 and "NOT AVAILABLE for paper-7b" in flat(result.output)
 
 
-# MERGE (cli branch): the 'huge' and 'paper-0.5b' cases need stages/reproduce.py's unknown
-# preset KeyError and paper-scale NotImplementedError to be ConfigErrors.
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -604,8 +604,6 @@ def test_cli_unknown_method_lists_the_valid_ones(run_dir):
     )
 
 
-# MERGE (cli branch): needs stages/train.py's FileNotFoundError (missing training data) to
-# be a RunDirError.
 def test_cli_unprepared_run_dir_says_what_to_do(tmp_path):
     result = CliRunner().invoke(
         app, ["train", "--method", "grpo", "--preset", "tiny-smoke", "--run", str(tmp_path / "x")]
@@ -614,7 +612,6 @@ def test_cli_unprepared_run_dir_says_what_to_do(tmp_path):
     assert "ictrepro prepare --preset tiny-smoke" in " ".join(result.output.split())
 
 
-# MERGE (cli branch): needs config.parse_assignments' ValueError to be a ConfigError.
 def test_cli_bad_set_is_a_clear_error(run_dir):
     result = CliRunner().invoke(
         app, ["train", "--method", "grpo", "--run", str(run_dir), "--set", "rl.lr"]

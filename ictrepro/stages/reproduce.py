@@ -29,7 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ictrepro.errors import ConfigError
+from ictrepro.errors import ConfigError, IctreproError
 from ictrepro.presets import get_preset, prepare_preset, train_preset
 
 #: The methods of the paper's comparison and the paper's random-10% control.
@@ -124,14 +124,14 @@ def reproduce(
 
     console = console or Console(quiet=not show_progress)
     if get_preset(plan.preset).prepare is None:
-        raise NotImplementedError(
+        raise ConfigError(
             f"reproduce --preset {plan.preset}: the paper-scale prepare stage (downloading "
             "Qwen2.5 and the benchmarks onto a GPU machine) is not built yet; use --dry-run to "
             "see the plan, or run `ictrepro train` / `ictrepro eval` with --set model=... and "
             "--set train_data=..."
         )
     if jobs < 1:
-        raise ValueError(f"jobs must be >= 1, got {jobs}")
+        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     times: dict[str, Any] = {}
     total = 3 + len(plan.train_runs)
     done = 0
@@ -240,7 +240,9 @@ def _train_and_evaluate_in_workers(
                 except Exception as e:
                     for other in pending:
                         other.cancel()
-                    raise RuntimeError(
+                    # A user-fixable error in a worker stays one (a message, exit 2).
+                    wrapper = type(e) if isinstance(e, IctreproError) else RuntimeError
+                    raise wrapper(
                         f"{kind} {name} failed: {e}; see {log}; re-run reproduce to resume "
                         "(finished runs and scores are kept)"
                     ) from e

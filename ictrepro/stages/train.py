@@ -25,6 +25,7 @@ from rich.console import Console
 
 from ictrepro.config import TrainConfig
 from ictrepro.data.records import Problem
+from ictrepro.errors import RunDirError
 from ictrepro.io import hash_outputs, read_jsonl, sha256_json
 from ictrepro.runs import RunDirConflict, StageRecord, load_record, write_record
 from ictrepro.train.checkpoint import list_checkpoints
@@ -55,7 +56,7 @@ def resolve_inputs(config: TrainConfig, run_dir: Path) -> tuple[str, Path, dict[
         else "check the paths in the config"
     )
     if not data.is_file():
-        raise FileNotFoundError(f"training data {data} does not exist; {hint}")
+        raise RunDirError(f"training data {data} does not exist; {hint}")
     prepare_record = load_record(run_dir, "prepare") if not config.model else None
     if prepare_record is not None and prepare_record.get("status") == "done":
         # Reuse the hashes prepare recorded rather than hashing the model again.
@@ -65,7 +66,7 @@ def resolve_inputs(config: TrainConfig, run_dir: Path) -> tuple[str, Path, dict[
     elif Path(model).is_dir():
         model_hashes = hash_outputs(Path(model), ["."])
     elif not config.model:
-        raise FileNotFoundError(f"{model} does not exist; {hint}")
+        raise RunDirError(f"{model} does not exist; {hint}")
     else:
         model_hashes = {"hub_id": model}  # resolved by transformers at load time
     inputs = {
