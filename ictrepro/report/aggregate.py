@@ -17,6 +17,8 @@ from ictrepro.evaluate.aggregate import SeedAggregate, aggregate_seeds
 from ictrepro.report.load import ProblemScores, Seed
 
 METRICS = ("p1", "p4", "total")
+PERCENT = 100.0
+"""The factor from these fractions to the percent the report shows."""
 
 
 @dataclass(frozen=True)

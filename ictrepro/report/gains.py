@@ -12,9 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ictrepro.report.aggregate import Average, Cell
-
-PERCENT = 100.0
+from ictrepro.report.aggregate import PERCENT, Average, Cell
 
 
 @dataclass(frozen=True)

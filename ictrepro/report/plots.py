@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ictrepro.io import atomic_write_bytes
+from ictrepro.report.aggregate import PERCENT
 from ictrepro.report.curves import CURVES
-from ictrepro.report.gains import PERCENT
 from ictrepro.report.labels import METRIC_LABELS, label
 from ictrepro.report.tables import Report
 

@@ -14,8 +14,8 @@ from typing import Any
 from rich.table import Table
 
 from ictrepro.evaluate.aggregate import SeedAggregate
-from ictrepro.report.aggregate import METRICS, Average, Cell
-from ictrepro.report.gains import PERCENT, Gain
+from ictrepro.report.aggregate import METRICS, PERCENT, Average, Cell
+from ictrepro.report.gains import Gain
 from ictrepro.report.labels import METRIC_LABELS, label, stands_for
 from ictrepro.report.load import BASE
 from ictrepro.report.paper import paper_comparisons, stated_gain_matches
@@ -55,7 +55,8 @@ def score_json(agg: SeedAggregate) -> dict[str, Any]:
 
 
 def score_text(agg: SeedAggregate, *, ci: bool = False) -> str:
-    """ "12.34", "12.34 ± 1.20" with two or more seeds, then " [low, high]" with ``ci``."""
+    """A score in percent: ``12.34``, or ``12.34 ± 1.20`` with two or more seeds; then
+    `` [low, high]`` with ``ci``."""
     mean, std = PERCENT * agg.mean, PERCENT * agg.std
     out = f"{mean:.2f}" if agg.n_seeds < 2 else f"{mean:.2f} ± {std:.2f}"
     if ci:

@@ -87,7 +87,7 @@ def score_run(
         baselines: the methods ``focus`` is compared with.
         focus: the method whose gains are reported (ICT).
     """
-    run = load_run(run_dir, methods=list(dict.fromkeys(methods)) if methods else None)
+    run = load_run(run_dir, methods=methods or None)
     shown = _choose_methods(run, methods, baselines, focus)
     rows = ([BASE] if BASE in run.evaluated else []) + [m for m in shown if m != BASE]
     benchmarks = benchmark_order(
@@ -114,22 +114,8 @@ def score_run(
     notes += settings_notes
 
     present = [b for b in baselines if b in rows and averages.get(b) is not None]
-    gains: dict[str, dict[str, Gain]] = {}
-    if averages.get(focus) is None:
-        notes.append(f"focus method {focus!r} has no results: no gains are reported.")
-    else:
-        for other in [*present, *([BASE] if BASE in rows else [])]:
-            per = {m: compute_gain(cells, focus, other, m) for m in METRICS}
-            gains[other] = {m: g for m, g in per.items() if g is not None}
-        notes += [
-            f"baseline {b!r} has no results: not compared." for b in baselines if b not in present
-        ]
-        if len({averages[b].benchmarks for b in present}) > 1:
-            notes.append(
-                "the baselines' averages cover different benchmarks, so choosing the best "
-                "baseline by average Total compares averages over different sets."
-            )
-    notes += _config_notes(run, rows)
+    gains, gain_notes = _gains(cells, averages, focus, baselines, present)
+    notes += gain_notes + _config_notes(run, rows)
     trained = {m: run.trained[m] for m in rows if m in run.trained}
     curves = training_curves(trained)
     notes += missing_curve_notes(curves)
@@ -150,6 +136,30 @@ def score_run(
         curves=curves,
         notes=tuple(notes),
     )
+
+
+def _gains(
+    cells: Mapping[str, Mapping[str, Cell]],
+    averages: Mapping[str, Average | None],
+    focus: str,
+    baselines: Sequence[str],
+    present: Sequence[str],
+) -> tuple[dict[str, dict[str, Gain]], list[str]]:
+    """``[other][metric]``: the focus method's gains over each baseline with results
+    (``present``) and over base; and the notes on what could not be compared."""
+    if averages.get(focus) is None:
+        return {}, [f"focus method {focus!r} has no results: no gains are reported."]
+    gains = {}
+    for other in [*present, *([BASE] if BASE in cells else [])]:
+        per = {m: compute_gain(cells, focus, other, m) for m in METRICS}
+        gains[other] = {m: g for m, g in per.items() if g is not None}
+    notes = [f"baseline {b!r} has no results: not compared." for b in baselines if b not in present]
+    if len({averages[b].benchmarks for b in present}) > 1:
+        notes.append(
+            "the baselines' averages cover different benchmarks, so choosing the best "
+            "baseline by average Total compares averages over different sets."
+        )
+    return gains, notes
 
 
 def benchmark_order(names: Collection[str]) -> list[str]:
