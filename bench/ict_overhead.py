@@ -24,7 +24,7 @@ from pathlib import Path
 from accelerate import Accelerator
 
 from ictrepro.algos.losses import group_advantages
-from ictrepro.config import train_preset
+from ictrepro.presets import train_preset
 from ictrepro.stages.train import load_problems, resolve_inputs
 from ictrepro.train.grpo import GRPOTrainer
 from ictrepro.verify import Verifier

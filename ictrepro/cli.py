@@ -66,7 +66,7 @@ def prepare(
 ) -> None:
     """Build the data, tokenizer and warm-started base model of a preset into a run directory."""
     # Imported here so `ictrepro --help` and `ictrepro methods` stay fast (no transformers).
-    from ictrepro.config import prepare_preset
+    from ictrepro.presets import prepare_preset
     from ictrepro.stages.prepare import prepare as run_prepare
 
     config = prepare_preset(preset, seed=seed)
@@ -105,7 +105,8 @@ def train(
     final_model/. Runs under `accelerate launch` unchanged.
     """
     from ictrepro.algos.selection import load_method_module
-    from ictrepro.config import load_overrides, parse_assignments, train_preset
+    from ictrepro.config import load_overrides, parse_assignments
+    from ictrepro.presets import train_preset
     from ictrepro.stages.train import train as run_train
 
     if method_module is not None:
@@ -137,7 +138,7 @@ def report(
     Writes report.md, summary.json and plots/*.png; every number is recomputed from the
     per-problem samples of `ictrepro eval`.
     """
-    from ictrepro.results.report import build_report
+    from ictrepro.report import build_report
 
     build_report(
         run,

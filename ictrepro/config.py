@@ -400,13 +400,3 @@ def _coerce(value: Any, hint: Any, dotted: str) -> Any:
             return value
     names = ", ".join(getattr(o, "__name__", str(o)) for o in options)
     raise ConfigError(f"{dotted}: expected {names}, got {value!r}")
-
-
-def __getattr__(name: str) -> Any:
-    """``prepare_preset`` and ``train_preset`` live in ``ictrepro.presets`` (which imports this
-    module); importing them from here still works for callers not yet moved."""
-    if name in ("prepare_preset", "train_preset"):
-        from ictrepro import presets
-
-        return getattr(presets, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""Aggregation over seeds: hand-computed cases, a float64 loop reference, bootstrap coverage."""
+"""Aggregation over seeds: hand-computed cases, a float64 loop reference (also on random
+shapes, with hypothesis), bootstrap coverage."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ictrepro.evaluate.aggregate import aggregate_seeds
 
@@ -52,6 +55,32 @@ def test_against_a_float64_loop_reference():
         ]
         low, high = np.quantile(reps, [0.025, 0.975])
         assert (agg.ci_low, agg.ci_high) == pytest.approx((low, high), abs=1e-12)
+
+
+@st.composite
+def score_matrices(draw) -> np.ndarray:
+    """A ``[seeds, problems]`` matrix of scores in [0, 1], 1-6 seeds by 1-30 problems."""
+    n_seeds, n_problems = draw(st.integers(1, 6)), draw(st.integers(1, 30))
+    unit = st.floats(0, 1, allow_nan=False)
+    values = draw(st.lists(unit, min_size=n_seeds * n_problems, max_size=n_seeds * n_problems))
+    return np.asarray(values, dtype=np.float64).reshape(n_seeds, n_problems)
+
+
+@settings(max_examples=100, deadline=None)
+@given(score_matrices(), st.integers(0, 2**32 - 1))
+def test_property_mean_and_std_equal_a_naive_loop(scores, seed):
+    agg = aggregate_seeds(scores, n_boot=50, seed=seed)
+    per_seed = [math.fsum(row) / len(row) for row in scores.tolist()]
+    mean = math.fsum(per_seed) / len(per_seed)
+    assert agg.per_seed == pytest.approx(per_seed, abs=1e-12)
+    assert agg.mean == pytest.approx(mean, abs=1e-12)
+    if len(per_seed) > 1:
+        var = math.fsum((x - mean) ** 2 for x in per_seed) / (len(per_seed) - 1)
+        assert agg.std == pytest.approx(math.sqrt(var), abs=1e-12)
+    else:
+        assert agg.std == 0.0
+    # Each replicate is a mean of the matrix's cells, so the interval lies within their range.
+    assert scores.min() - 1e-12 <= agg.ci_low <= agg.ci_high <= scores.max() + 1e-12
 
 
 def test_interval_covers_the_true_mean_about_as_often_as_claimed():

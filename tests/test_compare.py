@@ -139,7 +139,7 @@ def test_compare_trains_only_the_new_rule_and_reports_it_against_the_pinned(pinn
 
 
 def test_compare_refuses_another_prepared_world(pinned_smoke, tmp_path):
-    from ictrepro.config import prepare_preset
+    from ictrepro.presets import prepare_preset
     from ictrepro.results.pinned import ResultsError
     from ictrepro.stages.compare import materialise_pinned
     from ictrepro.stages.prepare import prepare

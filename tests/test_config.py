@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ictrepro.config import EVAL_SUITES
+from ictrepro.data.suites import EVAL_SUITES
 from ictrepro.errors import ConfigError
 from ictrepro.presets import TINY_EVAL, get_preset, prepare_preset, preset_names, train_preset
 

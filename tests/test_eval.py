@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from ictrepro.cli import app
-from ictrepro.config import prepare_preset, train_preset
 from ictrepro.evaluate.passk import mean_pass_at_k
 from ictrepro.evaluate.score import score_problems
+from ictrepro.presets import prepare_preset, train_preset
 from ictrepro.stages.eval import evaluate_run, load_task, run_models
 from ictrepro.stages.prepare import prepare
 from ictrepro.stages.train import train

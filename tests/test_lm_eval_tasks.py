@@ -16,9 +16,9 @@ import pytest
 import yaml
 from transformers import AutoTokenizer
 
-from ictrepro.config import EVAL_SUITES, prepare_preset
 from ictrepro.data.prompts import render_prompt
 from ictrepro.data.records import Problem
+from ictrepro.data.suites import EVAL_SUITES
 from ictrepro.evaluate.lm_eval_bridge import (
     FILTER,
     default_tasks_dir,
@@ -31,6 +31,7 @@ from ictrepro.evaluate.lm_eval_bridge import (
 from ictrepro.evaluate.passk import pass_at_k
 from ictrepro.evaluate.score import grade_responses, score_verdicts
 from ictrepro.io import read_jsonl
+from ictrepro.presets import prepare_preset
 from ictrepro.stages.prepare import prepare
 from ictrepro.verify import Verifier
 

@@ -83,7 +83,7 @@ def test_truncated_and_malformed_scores_are_named_even_with_a_fresh_manifest(res
 
 
 def test_pin_copies_a_run_and_rewrites_the_manifest(tmp_path):
-    from ictrepro.config import prepare_preset
+    from ictrepro.presets import prepare_preset
     from ictrepro.results.pinned import pin_run
     from ictrepro.stages.eval import evaluate_run
     from ictrepro.stages.prepare import prepare

@@ -11,18 +11,28 @@ The synthetic run (n responses per problem, of which c correct):
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
-from ictrepro.results import PaperDataError, build_report, load_paper
-from ictrepro.results.paper import PAPER_DIR
-from ictrepro.results.report import score_run
+from ictrepro.algos import selection
+from ictrepro.algos.selection import register_selection
+from ictrepro.data.suites import stands_for
+from ictrepro.errors import DataError, RunDirError
+from ictrepro.report import build_report, score_run
+from ictrepro.report.aggregate import score_average, score_cell
+from ictrepro.report.labels import label
+from ictrepro.report.load import ProblemScores, load_run
+from ictrepro.results.paper import PAPER_DIR, PaperDataError, load_paper
 
 N = {"tiny-gsm8k": 4, "tiny-math500": 5, "tiny-aime24": 4}
 #: n_correct per problem: CORRECT[model][benchmark].
@@ -132,23 +142,23 @@ def built(tmp_path_factory):
 
 def test_cells_are_recomputed_from_the_samples(built):
     report, _ = built
-    ict = report.cells["ict"]["tiny-gsm8k"].scores
+    ict = report.cells["ict"]["tiny-gsm8k"].scores  # fractions; percent only when rendered
     # seed 0: c = [2, 2, 0] -> pass@1 (0.5 + 0.5 + 0) / 3 = 1/3, pass@4 2/3
     # seed 1: c = [4, 1, 1] -> pass@1 (1 + 0.25 + 0.25) / 3 = 1/2, pass@4 1
-    assert ict["p1"].per_seed == pytest.approx((100 / 3, 50))
-    assert ict["p4"].per_seed == pytest.approx((200 / 3, 100))
-    assert ict["p1"].mean == pytest.approx(100 * 5 / 12)
-    assert ict["p1"].std == pytest.approx(100 * _std(1 / 3, 1 / 2))
-    assert ict["total"].mean == pytest.approx(100 * ((5 / 12) + (5 / 6)) / 2)
+    assert ict["p1"].per_seed == pytest.approx((1 / 3, 1 / 2))
+    assert ict["p4"].per_seed == pytest.approx((2 / 3, 1))
+    assert ict["p1"].mean == pytest.approx(5 / 12)
+    assert ict["p1"].std == pytest.approx(_std(1 / 3, 1 / 2))
+    assert ict["total"].mean == pytest.approx(((5 / 12) + (5 / 6)) / 2)
     # n = 5, the ungradable problem is left out: STAPO seed 1 c = [5, 1] ->
     # pass@1 (1 + 0.2) / 2 = 0.6, pass@4 (1 + 0.8) / 2 = 0.9
     stapo = report.cells["stapo"]["tiny-math500"]
     assert stapo.n_problems == 2
-    assert stapo.scores["p1"].per_seed == pytest.approx((20, 60))
-    assert stapo.scores["p4"].per_seed == pytest.approx((50, 90))
+    assert stapo.scores["p1"].per_seed == pytest.approx((0.2, 0.6))
+    assert stapo.scores["p4"].per_seed == pytest.approx((0.5, 0.9))
     # The base model is one model: std 0.
     base = report.cells["base"]["tiny-math500"].scores
-    assert (base["p1"].mean, base["p4"].mean, base["p1"].std) == pytest.approx((10, 40, 0))
+    assert (base["p1"].mean, base["p4"].mean, base["p1"].std) == pytest.approx((0.1, 0.4, 0))
     for cell in report.cells["ict"].values():
         for s in cell.scores.values():
             assert s.ci_low <= s.mean <= s.ci_high
@@ -163,9 +173,9 @@ def test_average_over_benchmarks_is_mean_over_seeds_of_per_seed_averages(built):
     s0 = ((1 / 12 + 1 / 3) / 2 + 0.5 + 0) / 3
     s1 = ((1 / 4 + 2 / 3) / 2 + 0 + (1 / 8 + 1 / 2) / 2) / 3
     assert avg.benchmarks == ("tiny-gsm8k", "tiny-math500", "tiny-aime24")
-    assert avg.scores["total"].per_seed == pytest.approx((100 * s0, 100 * s1))
-    assert avg.scores["total"].mean == pytest.approx(100 * (s0 + s1) / 2)
-    assert avg.scores["total"].std == pytest.approx(100 * _std(s0, s1))
+    assert avg.scores["total"].per_seed == pytest.approx((s0, s1))
+    assert avg.scores["total"].mean == pytest.approx((s0 + s1) / 2)
+    assert avg.scores["total"].std == pytest.approx(_std(s0, s1))
     assert avg.scores["total"].ci_low <= avg.scores["total"].mean <= avg.scores["total"].ci_high
 
 
@@ -177,8 +187,8 @@ def test_missing_benchmark_is_shown_and_left_out_of_the_average(built):
     assert avg.excluded == ("tiny-aime24",)
     # Not counted as 0: the mean over the two benchmarks it has.
     # P@1 per seed: s0 (0 + 0.2) / 2 = 0.1, s1 (1/3 + 0.6) / 2.
-    assert avg.scores["p1"].per_seed == pytest.approx((10, 100 * (1 / 3 + 0.6) / 2))
-    stapo_table = report.markdown.split("### STAPO", 1)[1].split("###", 1)[0]
+    assert avg.scores["p1"].per_seed == pytest.approx((0.1, (1 / 3 + 0.6) / 2))
+    stapo_table = report.files.markdown.split("### STAPO", 1)[1].split("###", 1)[0]
     assert "| `tiny-aime24` | AIME24 | missing | missing | missing |" in stapo_table
     assert "**average** (2 of 3 benchmarks)" in stapo_table
     assert "leaves out `tiny-aime24`" in stapo_table
@@ -203,11 +213,11 @@ def test_gains_against_each_baseline_and_the_best(built):
     assert report.gains["stapo"]["p4"].average == pytest.approx(100 * (2 / 3 - 0.3) / 2)
     # Best baseline = highest average Total: STAPO (its average is over two benchmarks).
     stapo_total = ((0 + 0.35) + (1 / 3 + 0.75)) / 4
-    assert report.averages["stapo"].scores["total"].mean == pytest.approx(100 * stapo_total)
+    assert report.averages["stapo"].scores["total"].mean == pytest.approx(stapo_total)
     assert report.best_baseline == "stapo"
     assert any("cover different benchmarks" in n for n in report.notes)
-    assert "vs best baseline (STAPO)" in report.markdown
-    assert "P@1 -2.50 (below: loses)" in report.markdown
+    assert "vs best baseline (STAPO)" in report.files.markdown
+    assert "P@1 -2.50 (below: loses)" in report.files.markdown
 
 
 def test_a_focus_method_that_loses_everywhere_gets_negative_gains(tmp_path):
@@ -223,7 +233,7 @@ def test_a_focus_method_that_loses_everywhere_gets_negative_gains(tmp_path):
     # math500 (0.8 + 0)/2, aime24 (0 + 1/2)/2; ICT's is 0.
     p4 = ((1 / 3 + 2 / 3) / 2 + 0.4 + 0.25) / 3
     assert report.gains["grpo"]["p4"].average == pytest.approx(-100 * p4)
-    assert f"P@4 {-100 * p4:+.2f} (below: loses)" in report.markdown
+    assert f"P@4 {-100 * p4:+.2f} (below: loses)" in report.files.markdown
     assert "-" in printed.split("Gains of ICT", 1)[1]
 
 
@@ -235,7 +245,7 @@ def test_a_benchmark_from_only_some_seeds_is_partial_and_left_out(tmp_path):
     assert (cell.status, cell.seeds) == ("partial", (0,))
     assert report.averages["ict"].excluded == ("tiny-aime24",)
     assert "tiny-aime24" not in report.gains["grpo"]["p1"].per_benchmark
-    assert "(partial: 1/2 seeds)" in report.markdown
+    assert "(partial: 1/2 seeds)" in report.files.markdown
 
 
 def test_training_runs_with_different_settings_are_noted(tmp_path):
@@ -250,30 +260,155 @@ def test_training_runs_with_different_settings_are_noted(tmp_path):
     assert not (run / "report").exists()
 
 
+def test_score_run_alone_has_every_note_and_the_report_is_frozen(tmp_path):
+    # The curve notes come from the numbers, not from drawing: no call order can drop them.
+    run = make_run(tmp_path, js=False)
+    report = score_run(run, baselines=("grpo", "stapo"))
+    assert report.files is None and not (run / "report").exists()
+    assert report.notes[-1] == (
+        "no training curve of js_selected_mean, js_unselected_mean: every value is null "
+        "or no training run was found."
+    )
+    assert set(report.curves) == {"reward_mean", "entropy_mean", "renyi2_mean", "selected_fraction"}
+    assert report.training["ict"] == {0: 3, 1: 3}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.notes = ()  # type: ignore[misc]
+    written, _ = build(run, out_dir=tmp_path / "out")
+    assert written.notes == report.notes
+    assert written.files.summary["notes"] == list(report.notes)
+
+
+def test_only_the_chosen_methods_are_read(tmp_path):
+    run = make_run(tmp_path)
+    (run / "eval" / "stapo-seed0" / "tiny-gsm8k.samples.jsonl").write_text("{broken\n")
+    report = score_run(run, methods=("ict", "grpo"), baselines=("grpo",))
+    assert report.methods == ("base", "ict", "grpo")
+    assert set(report.cells) == {"base", "ict", "grpo"}
+    with pytest.raises(ValueError, match=r"stapo-seed0/tiny-gsm8k\.samples\.jsonl:1"):
+        score_run(run)
+
+
+def test_unreadable_runs_and_samples_name_the_problem(tmp_path):
+    with pytest.raises(RunDirError, match="does not exist"):
+        load_run(tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RunDirError, match="run `ictrepro train` and `ictrepro eval` first"):
+        load_run(tmp_path / "empty")
+    run = make_run(tmp_path)
+    samples = run / "eval" / "ict-seed0" / "tiny-gsm8k.samples.jsonl"
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    rows[1]["n_correct"] = 9  # of 4 responses
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=rf"{samples}:2: correct count c must be in \[0, n=4\]"):
+        load_run(run)
+    rows[1]["n_correct"] = 1
+    rows[1]["id"] = "another-problem"
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match="have different gradable problems"):
+        score_run(run)
+
+
+def test_labels_come_from_the_registries(monkeypatch):
+    names = {m: label(m) for m in ("base", "grpo", "entropy", "stapo", "ict", "random")}
+    assert names == {
+        "base": "Base",
+        "grpo": "GRPO",
+        "entropy": "20-Entropy",
+        "stapo": "STAPO",
+        "ict": "ICT",
+        "random": "Random-10%",
+    }
+    monkeypatch.setattr(selection, "_REGISTRY", dict(selection._REGISTRY))
+
+    @register_selection("lowprob")
+    def lowprob(inputs):
+        return inputs.response_mask.clone()
+
+    @register_selection("lowprob-labelled", label="Low-p")
+    def lowprob_labelled(inputs):
+        return inputs.response_mask.clone()
+
+    assert (label("lowprob"), label("lowprob-labelled"), label("unregistered")) == (
+        "lowprob",
+        "Low-p",
+        "unregistered",
+    )
+    assert [stands_for(b) for b in ("tiny-gsm8k", "tiny-gpqa", "gpqa_diamond", "mmlu_stem")] == [
+        "GSM8K",
+        "GPQA",
+        "GPQA",
+        "MMLU-STEM",
+    ]
+    assert [stands_for(b) for b in ("tiny-train", "amc23", "gsm8k_train", "custom")] == [None] * 4
+
+
+def _problem_scores(p1: np.ndarray, p4: np.ndarray) -> ProblemScores:
+    ids = tuple(f"q{i}" for i in range(len(p1)))
+    return ProblemScores(Path("x"), ids, p1, p4, (4,), 0, None, None)
+
+
+@st.composite
+def benchmark_scores(draw):
+    """Per benchmark, a [seeds, problems] matrix of pass@1 in [0, 1] (pass@4 = its square
+    root, so pass@4 >= pass@1); 1-4 benchmarks of 1-9 problems, 1-4 seeds."""
+    n_seeds = draw(st.integers(1, 4))
+    sizes = draw(st.lists(st.integers(1, 9), min_size=1, max_size=4))
+    unit = st.floats(0, 1, allow_nan=False)
+    return [
+        np.asarray(draw(st.lists(unit, min_size=n_seeds * p, max_size=n_seeds * p))).reshape(
+            n_seeds, p
+        )
+        for p in sizes
+    ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(benchmark_scores())
+def test_average_is_per_seed_mean_over_benchmarks_of_their_means(matrices):
+    seeds = tuple(range(matrices[0].shape[0]))
+    names = [f"b{i}" for i in range(len(matrices))]
+    cells = {
+        b: score_cell({s: _problem_scores(m[s], np.sqrt(m[s])) for s in seeds}, seeds)
+        for b, m in zip(names, matrices, strict=True)
+    }
+    avg = score_average(cells, names)
+    for metric, of in (("p1", lambda m: m), ("p4", np.sqrt)):
+        naive = [
+            math.fsum(math.fsum(of(m[s]).tolist()) / m.shape[1] for m in matrices) / len(matrices)
+            for s in seeds
+        ]
+        assert avg.scores[metric].per_seed == pytest.approx(naive, abs=1e-12)
+        assert avg.scores[metric].mean == pytest.approx(math.fsum(naive) / len(naive), abs=1e-12)
+    p1, p4 = avg.scores["p1"].per_seed, avg.scores["p4"].per_seed
+    total = [(a + b) / 2 for a, b in zip(p1, p4, strict=True)]
+    assert avg.scores["total"].per_seed == pytest.approx(total, abs=1e-12)
+
+
 # ---------------------------------------------------------------- files and text
 
 
 def test_files_plots_and_console(built):
     report, printed = built
-    assert report.out_dir == report.run_dir / "report"
+    files = report.files
+    assert files.out_dir == report.run_dir / "report"
     names = {"report.md", "summary.json", "plots/passk-bars.png"} | {
         f"plots/curves-{c}.png" for c in ("reward", "entropy", "renyi2", "selected-fraction", "js")
     }
-    assert set(report.paths) == names
+    assert set(files.paths) == names
     for name in names:
-        path = report.out_dir / name
+        path = files.out_dir / name
         assert path.is_file() and path.stat().st_size > 0
         if name.endswith(".png"):
             assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (report.out_dir / "report.md").read_text() == report.markdown
+    assert (files.out_dir / "report.md").read_text() == files.markdown
     assert "Averages over benchmarks" in printed and "Gains of ICT" in printed
     assert "STAPO (best)" in printed
 
 
 def test_a_curve_whose_values_are_all_null_is_skipped(tmp_path):
     report, _ = build(make_run(tmp_path, js=False), out_dir=tmp_path / "out")
-    assert report.out_dir == tmp_path / "out"
-    assert "plots/curves-js.png" not in report.paths
+    assert report.files.out_dir == tmp_path / "out"
+    assert "plots/curves-js.png" not in report.files.paths
     assert not (tmp_path / "out" / "plots" / "curves-js.png").exists()
     assert (tmp_path / "out" / "plots" / "curves-reward.png").stat().st_size > 0
     assert any("js_selected_mean" in n for n in report.notes)
@@ -281,8 +416,8 @@ def test_a_curve_whose_values_are_all_null_is_skipped(tmp_path):
 
 def test_summary_json_round_trips(built):
     report, _ = built
-    summary = json.loads((report.out_dir / "summary.json").read_text())
-    assert summary == json.loads(json.dumps(report.summary))
+    summary = json.loads((report.files.out_dir / "summary.json").read_text())
+    assert summary == json.loads(json.dumps(report.files.summary))
     assert summary["scores"]["ict"]["tiny-gsm8k"]["p1"]["mean"] == pytest.approx(100 * 5 / 12)
     assert summary["scores"]["stapo"]["tiny-aime24"]["status"] == "missing"
     assert summary["averages"]["stapo"]["excluded"] == ["tiny-aime24"]
@@ -294,12 +429,12 @@ def test_summary_json_round_trips(built):
     assert summary["training_curves"]["reward_mean"]["ict"]["mean"] == pytest.approx(
         [0.105, 0.205, 0.305]
     )
-    assert sorted(summary["files"]) == sorted(report.paths)
+    assert sorted(summary["files"]) == sorted(report.files.paths)
 
 
 def test_markdown_defines_the_numbers_and_states_the_scale(built):
     report, _ = built
-    md = report.markdown
+    md = report.files.markdown
     assert "do not reproduce the paper's absolute numbers" in md
     assert "preset `tiny`" in md
     assert (

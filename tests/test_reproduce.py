@@ -125,7 +125,7 @@ def test_bad_input(args, message, tmp_path):
 
 
 def test_a_run_directory_of_another_config_is_refused_with_the_fix(tmp_path):
-    from ictrepro.config import prepare_preset
+    from ictrepro.presets import prepare_preset
     from ictrepro.stages.prepare import prepare
 
     run_dir = tmp_path / "run"

@@ -129,7 +129,7 @@ def test_unknown_backend_lists_the_valid_ones():
 def test_hf_stop_strings_end_and_cut_the_response(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ictrepro.config import prepare_preset
+    from ictrepro.presets import prepare_preset
     from ictrepro.rollout.hf import hf_generate
     from ictrepro.stages.prepare import prepare
 

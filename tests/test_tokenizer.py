@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ictrepro.config import prepare_preset
 from ictrepro.data.prompts import render_prompt, user_message
 from ictrepro.models.tokenizer import train_tokenizer
+from ictrepro.presets import prepare_preset
 from ictrepro.stages.prepare import build_data, tokenizer_corpus
 
 

@@ -9,7 +9,8 @@ in a registry looked up by name, so a new method is one decorated function::
         return top_fraction_mask(-inputs.logprob, inputs.response_mask, rho)
 
 Every hyperparameter is a keyword-only argument whose default is the paper's value;
-``rule.defaults`` reads them back for configs, the CLI and reports.
+``rule.defaults`` reads them back for configs, the CLI and reports, and ``label`` (default:
+the name) is how reports name the method.
 
 Ties in every ranking are broken deterministically: among equal scores the earlier token
 wins (lower position in a sequence; in batch scope, row-major order).
@@ -78,6 +79,7 @@ class SelectionRule:
     needs: frozenset[str]
     description: str
     defaults: dict[str, Any] = field(default_factory=dict)
+    label: str = ""  # how reports and tables name the method; register_selection sets it
 
     def __call__(self, inputs: SelectionInputs, **hparams: Any) -> Tensor:
         unknown = sorted(set(hparams) - set(self.defaults))
@@ -96,12 +98,18 @@ _REGISTRY: dict[str, SelectionRule] = {}
 
 
 def register_selection(
-    name: str, *, needs: Iterable[str] = (), description: str | None = None, overwrite: bool = False
+    name: str,
+    *,
+    needs: Iterable[str] = (),
+    description: str | None = None,
+    label: str | None = None,
+    overwrite: bool = False,
 ) -> Callable[[Callable[..., Tensor]], Callable[..., Tensor]]:
     """Decorator: register ``fn(inputs, *, hparam=default, ...)`` as rule ``name``.
 
     ``needs`` names the statistics the rule reads (subset of ``STAT_NAMES``), so the
-    trainer computes only those (group JS is the costly one).
+    trainer computes only those (group JS is the costly one). ``label`` is the method's
+    name in reports (the paper's, e.g. "20-Entropy"); a rule without one is shown by ``name``.
     """
     needs = frozenset(needs)
     if not needs <= set(STAT_NAMES):
@@ -124,7 +132,7 @@ def register_selection(
                 )
             defaults[p.name] = p.default
         doc = description or (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
-        _REGISTRY[name] = SelectionRule(name, fn, needs, doc, defaults)
+        _REGISTRY[name] = SelectionRule(name, fn, needs, doc, defaults, label or name)
         return fn
 
     return decorator
@@ -278,19 +286,19 @@ def _check_warmup(warmup_steps: int) -> None:
 # ------------------------------------------------------------------------------ rules
 
 
-@register_selection("grpo")
+@register_selection("grpo", label="GRPO")
 def grpo(inputs: SelectionInputs) -> Tensor:
     """Dense GRPO: every response token."""
     return inputs.response_mask.clone()
 
 
-@register_selection("entropy", needs=("entropy",))
+@register_selection("entropy", needs=("entropy",), label="20-Entropy")
 def high_entropy(inputs: SelectionInputs, *, rho: float = 0.2, scope: Scope = "batch") -> Tensor:
     """20-Entropy (Wang et al. 2025): the top rho of response tokens by entropy, k = ceil(rho N) over the batch."""
     return top_fraction_mask(inputs.require("entropy", "entropy"), inputs.response_mask, rho, scope)
 
 
-@register_selection("stapo", needs=("logprob", "entropy"))
+@register_selection("stapo", needs=("logprob", "entropy"), label="STAPO")
 def stapo(inputs: SelectionInputs, *, tau_p: float = 0.002, quantile: float = 0.75) -> Tensor:
     """STAPO (Liu et al. 2026): silence A>0, pi<tau_p, H<tau_h tokens; tau_h = quantile of H over low-pi positive tokens.
 
@@ -311,7 +319,7 @@ def stapo(inputs: SelectionInputs, *, tau_p: float = 0.002, quantile: float = 0.
     return mask & ~(low_prob_positive & (entropy < tau_h))
 
 
-@register_selection("ict", needs=("js",))
+@register_selection("ict", needs=("js",), label="ICT")
 def ict(
     inputs: SelectionInputs,
     *,
@@ -333,7 +341,7 @@ def ict(
     return top_fraction_mask(js if highest else -js, inputs.response_mask, rho, scope)
 
 
-@register_selection("random")
+@register_selection("random", label="Random-10%")
 def random_control(
     inputs: SelectionInputs, *, rho: float = 0.1, scope: Scope = "sequence", warmup_steps: int = 10
 ) -> Tensor:

@@ -311,6 +311,8 @@ class BenchmarkSpec:
         n, ks, temperature, top_p, max_new_tokens: evaluation sampling (inferred, see the
             module docstring); ``None`` for training sets.
         local_file: the file name looked for in ``data_dir/<name>/``.
+        paper_name: how the paper's tables name the benchmark (reports show it);
+            ``None`` for a data set the paper does not evaluate on.
     """
 
     name: str
@@ -328,6 +330,7 @@ class BenchmarkSpec:
     top_p: float | None = None
     max_new_tokens: int | None = None
     local_file: str = "test.jsonl"
+    paper_name: str | None = None
 
     @property
     def configs(self) -> tuple[str | None, ...]:
@@ -360,6 +363,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
     for s in (
         _evaluation(
             "math500",
+            paper_name="MATH500",
             hub_id="HuggingFaceH4/MATH-500",
             hub_config=None,
             hub_split="test",
@@ -369,6 +373,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
         ),
         _evaluation(
             "gsm8k",
+            paper_name="GSM8K",
             hub_id="openai/gsm8k",
             hub_config="main",
             hub_split="test",
@@ -378,6 +383,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
         ),
         _evaluation(
             "mmlu_stem",
+            paper_name="MMLU-STEM",
             hub_id="cais/mmlu",
             hub_config=MMLU_STEM_SUBJECTS,
             hub_split="test",
@@ -387,6 +393,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
         ),
         _evaluation(
             "gpqa_diamond",
+            paper_name="GPQA",
             hub_id="Idavidrein/gpqa",
             hub_config="gpqa_diamond",
             hub_split="train",
@@ -397,6 +404,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
         ),
         _evaluation(
             "aime23",
+            paper_name="AIME23",
             hub_id="AI-MO/aimo-validation-aime",
             hub_config=None,
             hub_split="train",
@@ -408,6 +416,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
         ),
         _evaluation(
             "aime24",
+            paper_name="AIME24",
             hub_id="HuggingFaceH4/aime_2024",
             hub_config=None,
             hub_split="train",
@@ -418,6 +427,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
         ),
         _evaluation(
             "aime25",
+            paper_name="AIME25",
             hub_id="opencompass/AIME2025",
             hub_config=("AIME2025-I", "AIME2025-II"),
             hub_split="test",

@@ -27,6 +27,7 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ictrepro.data.benchmarks import BENCHMARKS
 from ictrepro.data.records import Problem
 from ictrepro.errors import ConfigError
 
@@ -211,21 +212,25 @@ def gen_aime25(rng: random.Random) -> Generated:
 
 @dataclass(frozen=True)
 class Suite:
+    """A generated suite; ``stands_for`` is the paper benchmark (a key of
+    :data:`~ictrepro.data.benchmarks.BENCHMARKS`) it stands in for, if any."""
+
     name: str
     family: str
     generators: tuple[Callable[[random.Random], Generated], ...]
+    stands_for: str | None = None
 
 
 SUITES: dict[str, Suite] = {
     s.name: s
     for s in (
-        Suite("tiny-gsm8k", "gsm8k", (gen_gsm8k,)),
-        Suite("tiny-math500", "math500", (gen_math500,)),
-        Suite("tiny-mmlu-stem", "mmlu_stem", (gen_mmlu_stem,)),
-        Suite("tiny-gpqa", "gpqa", (gen_gpqa,)),
-        Suite("tiny-aime23", "aime23", (gen_aime23,)),
-        Suite("tiny-aime24", "aime24", (gen_aime24,)),
-        Suite("tiny-aime25", "aime25", (gen_aime25,)),
+        Suite("tiny-gsm8k", "gsm8k", (gen_gsm8k,), stands_for="gsm8k"),
+        Suite("tiny-math500", "math500", (gen_math500,), stands_for="math500"),
+        Suite("tiny-mmlu-stem", "mmlu_stem", (gen_mmlu_stem,), stands_for="mmlu_stem"),
+        Suite("tiny-gpqa", "gpqa", (gen_gpqa,), stands_for="gpqa_diamond"),
+        Suite("tiny-aime23", "aime23", (gen_aime23,), stands_for="aime23"),
+        Suite("tiny-aime24", "aime24", (gen_aime24,), stands_for="aime24"),
+        Suite("tiny-aime25", "aime25", (gen_aime25,), stands_for="aime25"),
         Suite("tiny-train", "gsm8k+math", (gen_gsm8k, gen_math500)),
     )
 }
@@ -241,6 +246,15 @@ EVAL_SUITES = (
     "tiny-aime24",
     "tiny-aime25",
 )
+
+
+def stands_for(name: str) -> str | None:
+    """The paper's name of the benchmark that evaluation set ``name`` is or stands in for
+    ("GSM8K" for both ``tiny-gsm8k`` and ``gsm8k``); None for any other set."""
+    if name in SUITES:
+        name = SUITES[name].stands_for
+    spec = BENCHMARKS.get(name) if name is not None else None
+    return spec.paper_name if spec is not None else None
 
 
 def get_suite(name: str) -> Suite:

@@ -1,7 +1,7 @@
-"""Results: the paper's reported numbers (:mod:`.paper`) and the report of a run
-(:mod:`.report`: tables, gains, plots and summary.json)."""
+"""Results: the paper's reported numbers (:mod:`.paper`) and the pinned results of a
+reproduction with their checks (:mod:`.pinned`). The report of a run is
+:mod:`ictrepro.report`."""
 
 from ictrepro.results.paper import PaperDataError, PaperNumbers, load_paper
-from ictrepro.results.report import Report, build_report
 
-__all__ = ["PaperDataError", "PaperNumbers", "Report", "build_report", "load_paper"]
+__all__ = ["PaperDataError", "PaperNumbers", "load_paper"]

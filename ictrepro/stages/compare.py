@@ -80,7 +80,7 @@ def compare(
     console: Console | None = None,
 ) -> Any:
     """Train and evaluate ``method``; report it against the pinned baselines (``focus``)."""
-    from ictrepro.results.report import build_report
+    from ictrepro.report import build_report
 
     console = console or Console(quiet=not show_progress)
     if jobs is None:  # the baselines' worker count, so the new rule runs as they did

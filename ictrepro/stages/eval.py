@@ -27,9 +27,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ictrepro.config import EVAL_SUITES
 from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
 from ictrepro.data.records import Problem
+from ictrepro.data.suites import EVAL_SUITES
 from ictrepro.evaluate.score import BenchmarkScore, grade_responses, score_problems
 from ictrepro.io import (
     atomic_write_json,

@@ -339,6 +339,6 @@ def recorded_jobs(run_dir: Path) -> int | None:
 
 def _report(run_dir: Path, console: Console) -> None:
     # Imported here: the report pulls in matplotlib, which `ictrepro --help` should not wait for.
-    from ictrepro.results.report import build_report
+    from ictrepro.report import build_report
 
     build_report(run_dir, console=console)

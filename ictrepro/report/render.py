@@ -1,0 +1,459 @@
+"""The report as text: ``report.md``, ``summary.json`` and the console tables.
+
+Scores are shown in percent (the fractions of :mod:`.aggregate` times 100), gains in
+percentage points, as the definitions printed with them say.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from ictrepro.evaluate.aggregate import SeedAggregate
+from ictrepro.report.aggregate import METRICS, PERCENT, Average, Cell
+from ictrepro.report.gains import Gain
+from ictrepro.report.labels import METRIC_LABELS, label, stands_for
+from ictrepro.report.load import BASE
+from ictrepro.report.paper import paper_comparisons, stated_gain_matches
+from ictrepro.report.tables import Report
+from ictrepro.results.paper import PaperNumbers
+
+SCALE_STATEMENT = (
+    "**Not the paper's scale.** This run used preset `{preset}`: a small model trained on a "
+    "CPU for a few RL steps and evaluated on synthetic suites that stand in for the paper's "
+    "benchmarks. Its numbers do not reproduce the paper's absolute numbers (Qwen2.5 0.5B, "
+    "1.5B and 7B on the real benchmarks) and are not comparable with them. At most the "
+    "direction of a difference between methods can be compared, and only where it is "
+    "larger than the spread over seeds."
+)
+OTHER_SCALE_STATEMENT = (
+    "**Not a paper-scale preset.** This run used preset `{preset}`. Its numbers do not "
+    "reproduce the paper's absolute numbers (Qwen2.5 0.5B, 1.5B and 7B on the real "
+    "benchmarks) and are not comparable with them."
+)
+PAPER_SCALE_STATEMENT = (
+    "**Paper-scale preset `{preset}`.** Compare with the paper's numbers only where model, "
+    "training data and decoding match; the paper does not state its decoding settings or "
+    "its number of samples per problem."
+)
+
+
+def score_json(agg: SeedAggregate) -> dict[str, Any]:
+    """A score in percent, as summary.json holds it (``confidence`` stays a fraction)."""
+    return {
+        "mean": PERCENT * agg.mean,
+        "std": PERCENT * agg.std,
+        "ci_low": PERCENT * agg.ci_low,
+        "ci_high": PERCENT * agg.ci_high,
+        "confidence": agg.confidence,
+        "per_seed": [PERCENT * x for x in agg.per_seed],
+    }
+
+
+def score_text(agg: SeedAggregate, *, ci: bool = False) -> str:
+    """A score in percent: ``12.34``, or ``12.34 ± 1.20`` with two or more seeds; then
+    `` [low, high]`` with ``ci``."""
+    mean, std = PERCENT * agg.mean, PERCENT * agg.std
+    out = f"{mean:.2f}" if agg.n_seeds < 2 else f"{mean:.2f} ± {std:.2f}"
+    if ci:
+        out += f" [{PERCENT * agg.ci_low:.2f}, {PERCENT * agg.ci_high:.2f}]"
+    return out
+
+
+def cell_json(cell: Cell) -> dict[str, Any]:
+    return {
+        "status": cell.status,
+        "seeds": list(cell.seeds),
+        "n_problems": cell.n_problems,
+        **{m: score_json(s) for m, s in cell.scores.items()},
+    }
+
+
+def average_json(average: Average) -> dict[str, Any]:
+    return {
+        "benchmarks": list(average.benchmarks),
+        "excluded": list(average.excluded),
+        **{m: score_json(s) for m, s in average.scores.items()},
+    }
+
+
+def gain_json(gain: Gain) -> dict[str, Any]:
+    return {
+        "average": gain.average,
+        "maximum": gain.maximum,
+        "argmax": gain.argmax,
+        "benchmarks": list(gain.per_benchmark),
+        "per_benchmark": gain.per_benchmark,
+    }
+
+
+def definitions(focus: str, n_benchmarks: int) -> dict[str, str]:
+    """What each reported quantity is, in words (printed in report.md and summary.json)."""
+    f = label(focus)
+    return {
+        "pass_at_k": (
+            "P@k of a model on a benchmark = mean over the benchmark's gradable problems of the "
+            "unbiased pass@k 1 - C(n-c, k) / C(n, k), with n responses of which c are correct, "
+            "recomputed from samples.jsonl (a problem with an 'ungradable' verdict is left out)."
+        ),
+        "total": "Total = (P@1 + P@4) / 2.",
+        "mean_std": (
+            "mean ± std = mean and standard deviation (ddof 1) over training seeds of the per-seed "
+            "score; [low, high] = 95% two-level bootstrap interval over seeds and problems "
+            "(aggregate_seeds). The base model (and a method with one seed) has no std."
+        ),
+        "average": (
+            "average = per seed, the mean over the benchmarks that every seed of the method has "
+            "results for; then mean ± std over seeds. A missing benchmark is left out, never "
+            "counted as 0. Its interval resamples problems pooled over benchmarks (weighted so "
+            "each benchmark counts equally), which is slightly conservative."
+        ),
+        "gain_on_benchmark": (
+            f"gain on a benchmark = {f}'s score on it minus the baseline's, each the mean over "
+            "seeds, in percentage points; negative when the baseline is higher."
+        ),
+        "average_gain": (
+            f"average gain = mean over the benchmarks both methods have (here up to "
+            f"{n_benchmarks}) of the gain on a benchmark; e.g. average P@4 gain = mean over the "
+            f"benchmarks of {f}'s P@4 minus the baseline's P@4, each the mean over seeds. When "
+            "both averages cover the same benchmarks it equals the difference of the averages."
+        ),
+        "maximum_gain": (
+            "maximum gain = the largest gain on a single benchmark (the benchmark is named). As "
+            "the largest of several noisy differences, it is biased upwards."
+        ),
+        "best_baseline": "best baseline = the baseline with the highest average Total.",
+    }
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "l") -> str:
+    sep = ["---" if i == 0 or align == "l" else "---:" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _cell_text(cell: Cell, metric: str, n_seeds: int) -> str:
+    if cell.status == "missing":
+        return "missing"
+    text = score_text(cell.scores[metric])
+    return text if cell.status == "ok" else f"{text} (partial: {len(cell.seeds)}/{n_seeds} seeds)"
+
+
+def _seeds_text(seeds: Sequence[int | None]) -> str:
+    if list(seeds) == [None]:
+        return "one model"
+    return ", ".join(str(s) for s in seeds) if seeds else "none"
+
+
+def _settings_row(bench: str, s: dict[str, Any]) -> list[str]:
+    """A row of the "what was run" table: counts, then the decoding if all models agree."""
+    dec = s["decoding"]
+
+    def pick(key: str) -> str:
+        return "–" if not dec else ("varies" if len(dec) > 1 else str(dec[0].get(key)))
+
+    counts = [
+        ("/".join(map(str, s[k])) or "–") for k in ("n_problems", "n_ungradable", "n_samples")
+    ]
+    keys = ("temperature", "top_p", "max_new_tokens", "backend", "seed")
+    return [f"`{bench}`", s["stands_for"] or "–", *counts, *(pick(k) for k in keys)]
+
+
+def _sign(x: float) -> str:
+    return f"{x:+.2f}"
+
+
+def render_markdown(report: Report, paper: PaperNumbers, plots: dict[str, Path]) -> str:
+    """The text of report.md; ``plots``: ``{"plots/<file>": path}`` as drawn."""
+    r, f = report, label(report.focus)
+    defs = definitions(r.focus, len(r.benchmarks))
+    if r.preset.startswith("tiny"):
+        statement = SCALE_STATEMENT.format(preset=r.preset)
+    elif r.preset.startswith("paper-"):
+        statement = PAPER_SCALE_STATEMENT.format(preset=r.preset)
+    else:
+        statement = OTHER_SCALE_STATEMENT.format(preset=r.preset)
+    out = [
+        f"# Reproduction report: {f} against {', '.join(label(b) for b in r.baselines)}",
+        "",
+        f"Run `{r.run_dir}`, written {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}.",
+        "",
+        statement,
+        "",
+        "## What was run",
+        "",
+        f"- preset: `{r.preset}`",
+        "- methods and evaluated seeds: "
+        + "; ".join(f"{label(m)} (`{m}`): {_seeds_text(r.seeds[m])}" for m in r.methods),
+        "- training runs (metrics.jsonl): "
+        + (
+            "; ".join(
+                f"{label(m)}: "
+                + ", ".join(f"seed {k} ({steps} steps)" for k, steps in runs.items())
+                for m, runs in r.training.items()
+            )
+            or "none found"
+        ),
+        f"- benchmarks: {len(r.benchmarks)}; problems and responses counted from the samples, "
+        "decoding as recorded in the score files:",
+        "",
+    ]
+    rows = [_settings_row(b, r.settings[b]) for b in r.benchmarks]
+    header = ["benchmark", "stands for", "problems scored", "ungradable", "n samples",
+              "temperature", "top-p", "max new tokens", "backend", "eval seed"]  # fmt: skip
+    out += [_md_table(header, rows), ""]
+
+    out += ["## Scores per method (percent)", ""]
+    out += [f"- {defs[k]}" for k in ("pass_at_k", "total", "mean_std", "average")] + [""]
+    for m in r.methods:
+        n = len(r.seeds[m])
+        out += [f"### {label(m)} (`{m}`; seeds: {_seeds_text(r.seeds[m])})", ""]
+        rows = [
+            [f"`{b}`", stands_for(b) or "–", *(_cell_text(r.cells[m][b], x, n) for x in METRICS)]
+            for b in r.benchmarks
+        ]
+        avg = r.averages[m]
+        if avg is None:
+            rows.append(["**average**", "", "no benchmark with results", "", ""])
+        else:
+            name = f"**average** ({len(avg.benchmarks)} of {len(r.benchmarks)} benchmarks)"
+            rows.append([name, "", *(score_text(avg.scores[x], ci=True) for x in METRICS)])
+        out += [_md_table(["benchmark", "stands for", "P@1", "P@4", "Total"], rows), ""]
+        if avg is not None and avg.excluded:
+            out += [
+                f"The average leaves out {', '.join(f'`{b}`' for b in avg.excluded)} "
+                "(missing or not from every seed), so it is not comparable with an average over "
+                f"all {len(r.benchmarks)} benchmarks.",
+                "",
+            ]
+
+    out += _markdown_overview(r, paper)
+    out += _markdown_gains(r, paper, defs)
+    out += _markdown_paper(paper)
+    out += ["## Plots", ""]
+    for name, path in plots.items():
+        out += [f"![{path.stem}]({name})", ""]
+    if not plots:
+        out += ["No plots (no training metrics and no evaluation results).", ""]
+    out += ["## Notes", ""]
+    out += [f"- {n}" for n in r.notes] or ["- none"]
+    return "\n".join(out) + "\n"
+
+
+def _markdown_overview(r: Report, paper: PaperNumbers) -> list[str]:
+    """Our averages beside the paper's averages table (which is at 0.5B / 1.5B / 7B)."""
+    a = paper.averages
+    out = [
+        "## Averages beside the paper's",
+        "",
+        "Ours: average over this run's benchmarks, mean ± std over seeds (percent). The paper's "
+        f"numbers (arXiv {a.source['arxiv']}): {a.source['table']}. They are set beside ours "
+        "for reference, not as a target at this scale.",
+        "",
+    ]
+    methods = list(dict.fromkeys([*r.methods, *a.labels]))
+    rows = []
+    for m in methods:
+        avg = r.averages.get(m)
+        ours = (
+            [score_text(avg.scores[x]) for x in METRICS]
+            if avg
+            else ["not run" if m not in r.methods else "missing"] * 3
+        )
+        papers = []
+        for size in a.sizes:
+            c = a.cells[size].get(m)
+            mark = "†" if (size, m) in a.inconsistent_totals else ""
+            papers.append("–" if c is None else f"{c.p1:.2f} / {c.p4:.2f} / {c.total:.2f}{mark}")
+        rows.append([label(m), *ours, *papers])
+    header = ["method", "ours P@1", "ours P@4", "ours Total",
+              *(f"paper {s} (P@1 / P@4 / Total)" for s in a.sizes)]  # fmt: skip
+    out += [_md_table(header, rows), ""]
+    if a.inconsistent_totals:
+        cells = ", ".join(f"{label(m)} {size}" for size, m in sorted(a.inconsistent_totals))
+        out += [
+            f"† Total is not (P@1 + P@4) / 2 for {cells}, as transcribed; the source "
+            "transcription may be off (see the caveats below).",
+            "",
+        ]
+    return out
+
+
+def _markdown_gains(r: Report, paper: PaperNumbers, defs: dict[str, str]) -> list[str]:
+    f = label(r.focus)
+    keys = ("gain_on_benchmark", "average_gain", "maximum_gain", "best_baseline")
+    out = [f"## Gains of {f} (percentage points)", "", *(f"- {defs[k]}" for k in keys), ""]
+    if not r.gains:
+        return [*out, "No gains: see the notes.", "", *_markdown_stated(paper)]
+    comparisons = paper_comparisons(paper, r.focus, r.baselines)
+    sizes = list(comparisons)
+    out += [
+        f"Best baseline here: **{label(r.best_baseline)}** (highest average Total)."
+        if r.best_baseline
+        else "No baseline has results.",
+        "",
+        "The paper columns are differences of the paper's own averages table at each size "
+        "(its averages cover the same seven benchmarks, so they are its average gains, up to "
+        "rounding); the paper's best baseline is chosen the same way, per size.",
+        "",
+    ]
+    compared = [b for b in r.baselines if b in r.gains]
+    entries = [(b, b, f"vs {label(b)}") for b in compared]
+    if r.best_baseline:
+        best_paper = "/".join(label(comparisons[s]["best"]["baseline"]) for s in sizes)
+        name = f"vs best baseline ({label(r.best_baseline)})"
+        entries.append(
+            (r.best_baseline, "best", name + (f" [paper: {best_paper}]" if sizes else ""))
+        )
+    if BASE in r.gains:
+        entries.append((BASE, BASE, "vs Base (the model before RL)"))
+    rows = []
+    for ours_key, paper_key, name in entries:
+        for m in METRICS:
+            g = r.gains[ours_key].get(m)
+            ours = (
+                ["–", "–"]
+                if g is None
+                else [_sign(g.average), f"{_sign(g.maximum)} (`{g.argmax}`)"]
+            )
+            theirs = [comparisons[s].get(paper_key) for s in sizes]
+            cols = " / ".join("–" if d is None else _sign(d[m]) for d in theirs) or "–"
+            rows.append([name, METRIC_LABELS[m], *ours, cols])
+    header = ["comparison", "metric", "average gain", "maximum gain (benchmark)",
+              "paper average gain " + " / ".join(sizes)]  # fmt: skip
+    out += [_md_table(header, rows), ""]
+    for b in compared:
+        words = []
+        for m, g in r.gains[b].items():
+            verdict = "above" if g.average > 0 else ("below: loses" if g.average < 0 else "level")
+            words.append(f"{METRIC_LABELS[m]} {_sign(g.average)} ({verdict})")
+        out.append(f"- {f} vs {label(b)}, average gain: " + "; ".join(words) + ".")
+    out += [
+        "",
+        "Compare each gain with the std over seeds in the tables above: with a few seeds, a gain "
+        "smaller than about two standard deviations is not established.",
+        "",
+    ]
+    return out + _markdown_stated(paper)
+
+
+def _markdown_stated(paper: PaperNumbers) -> list[str]:
+    """The paper's 4.58 and 14.9: what they are, and which of its comparisons they match."""
+    g, metric = paper.gains, METRIC_LABELS[paper.gains.metric]
+    stated = ", ".join(f"{v:.2f} ({s})" for s, v in g.per_size.items())
+    others = [m for m in paper.averages.labels if m not in ("ict", BASE)]
+    matches = stated_gain_matches(paper, paper_comparisons(paper, "ict", others))
+    which = (
+        f"none of them equals ICT's {metric} minus another column of its own averages table "
+        "(Base, each baseline, the best baseline; checked to 0.01)."
+        if not matches
+        else f"within 0.01 they match these differences of its averages table: {'; '.join(matches)}."
+    )
+    cell = f" ({g.max_cell})" if g.max_cell else ""
+    return [
+        "### The paper's stated figures",
+        "",
+        f"- **{g.headline_mean:.2f}** (headline) = the mean of the {metric} gains the paper "
+        f"states per model size: {stated}. Read as gains in the average {metric} over its seven "
+        f"benchmarks at one size, they are the same kind of quantity as our 'average gain' rows "
+        f"for {metric}. The paper does not state which comparison they are (which baseline, or "
+        f"the best one); {which}",
+        f"- **{g.max_value:.1f}** (maximum) is a single (model size, benchmark) cell of the paper "
+        f"that no reading identified{cell}; our 'maximum gain' is the same kind of quantity (one "
+        "benchmark), at this run's scale.",
+        "",
+    ]
+
+
+def _markdown_paper(paper: PaperNumbers) -> list[str]:
+    b = paper.ablation
+    out = [
+        "## The paper's ablation (not run here)",
+        "",
+        f"{b.source['table']} (arXiv {b.source['arxiv']}), percent:",
+        "",
+        _md_table(
+            ["variant", "P@1", "P@4"],
+            [[r.name, f"{r.p1:.2f}", "–" if r.p4 is None else f"{r.p4:.2f}"] for r in b.rows],
+        ),
+        "",
+        "Caveats of the paper's numbers, as transcribed:",
+        "",
+    ]
+    caveats = [
+        *paper.averages.source["caveats"],
+        *paper.gains.source["caveats"],
+        *b.source["caveats"],
+    ]
+    return [*out, *(f"- {c}" for c in dict.fromkeys(caveats)), ""]
+
+
+def build_summary(r: Report, paper: PaperNumbers, files: Sequence[str]) -> dict[str, Any]:
+    """Every number of the report, machine-readable (scores in percent, gains in points);
+    ``files``: the names of the files written, relative to the report's folder."""
+    return {
+        "schema": 1,
+        "run_dir": str(r.run_dir),
+        "preset": r.preset,
+        "units": {"scores": "percent (pass@k x 100)", "gains": "percentage points"},
+        "definitions": definitions(r.focus, len(r.benchmarks)),
+        "focus": r.focus,
+        "baselines": list(r.baselines),
+        "best_baseline": r.best_baseline,
+        "methods": list(r.methods),
+        "benchmarks": list(r.benchmarks),
+        "seeds": {m: list(s) for m, s in r.seeds.items()},
+        "settings": r.settings,
+        "scores": {m: {b: cell_json(c) for b, c in per.items()} for m, per in r.cells.items()},
+        "averages": {m: None if a is None else average_json(a) for m, a in r.averages.items()},
+        "gains": {o: {m: gain_json(g) for m, g in per.items()} for o, per in r.gains.items()},
+        "paper": paper.to_json(),
+        "paper_comparisons": paper_comparisons(paper, r.focus, r.baselines),
+        "training_curves": {
+            key: {m: c.to_json() for m, c in per.items()} for key, per in r.curves.items()
+        },
+        "files": sorted(files),
+        "notes": list(r.notes),
+    }
+
+
+def console_tables(r: Report) -> list[Table]:
+    """The averages per method and the focus method's gains, as rich tables."""
+    avg = Table(title=f"Averages over benchmarks, percent, mean ± std over seeds ({r.run_dir})")
+    avg.add_column("method", style="bold")
+    for m in METRICS:
+        avg.add_column(METRIC_LABELS[m], justify="right")
+    avg.add_column("benchmarks", justify="right")
+    avg.add_column("seeds", justify="right")
+    for m in r.methods:
+        a = r.averages[m]
+        if a is None:
+            avg.add_row(label(m), "missing", "missing", "missing", "0", _seeds_text(r.seeds[m]))
+        else:
+            cells = [score_text(a.scores[x]) for x in METRICS]
+            avg.add_row(
+                label(m),
+                *cells,
+                f"{len(a.benchmarks)}/{len(r.benchmarks)}",
+                _seeds_text(r.seeds[m]),
+            )
+    tables = [avg]
+    if r.gains:
+        g = Table(title=f"Gains of {label(r.focus)}, points: average / maximum over benchmarks")
+        g.add_column("vs", style="bold")
+        for m in METRICS:
+            g.add_column(METRIC_LABELS[m], justify="right")
+        for other, per in r.gains.items():
+            name = label(other) + (" (best)" if other == r.best_baseline else "")
+            cells = [
+                f"{_sign(per[m].average)} / {_sign(per[m].maximum)}" if m in per else "–"
+                for m in METRICS
+            ]
+            g.add_row(name, *cells)
+        tables.append(g)
+    return tables

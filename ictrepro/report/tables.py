@@ -1,0 +1,274 @@
+"""Every number of a run's report, computed in one pass into an immutable :class:`Report`.
+
+:func:`score_run` reads the run (:func:`~ictrepro.report.load.load_run`), chooses the rows
+(base, then the baselines, the focus method and the rest), and computes the cells and
+averages (:mod:`.aggregate`), the gains (:mod:`.gains`), the training curves
+(:mod:`.curves`), the "what was run" settings, and the notes. Nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ictrepro.data.benchmarks import PAPER_BENCHMARKS
+from ictrepro.data.suites import EVAL_SUITES
+from ictrepro.report.aggregate import METRICS, Average, Cell, score_average, score_cell
+from ictrepro.report.curves import Curve, missing_curve_notes, training_curves
+from ictrepro.report.gains import Gain, best_baseline, compute_gain
+from ictrepro.report.labels import stands_for
+from ictrepro.report.load import BASE, LoadedRun, ProblemScores, Seed, load_run
+
+Loaded = dict[tuple[str, Seed, str], ProblemScores]
+"""``[(method, seed, benchmark)]``: the per-problem scores of the report's rows."""
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """What :func:`~ictrepro.report.build.build_report` wrote: ``paths`` by name relative to
+    ``out_dir`` ("report.md", "summary.json", "plots/<name>.png"), and the two texts."""
+
+    out_dir: Path
+    paths: dict[str, Path]
+    markdown: str
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every number of a run's report (scores as fractions, gains in percentage points).
+
+    Attributes:
+        methods: the table rows; base first if it was evaluated.
+        seeds: evaluated seeds per method; ``(None,)`` for base.
+        settings: per benchmark, problems and responses counted from the samples and the
+            decoding settings recorded in the score files.
+        cells: ``[method][benchmark]``.
+        gains: ``[baseline or "base"][metric]``.
+        training: ``[method][seed]``: training steps in ``metrics.jsonl``.
+        curves: ``[metrics key][method]``: the training curves.
+        files: the files written, once :func:`build_report` has written them.
+    """
+
+    run_dir: Path
+    preset: str
+    focus: str
+    baselines: tuple[str, ...]
+    methods: tuple[str, ...]
+    benchmarks: tuple[str, ...]
+    seeds: dict[str, tuple[Seed, ...]]
+    settings: dict[str, dict[str, Any]]
+    cells: dict[str, dict[str, Cell]]
+    averages: dict[str, Average | None]
+    gains: dict[str, dict[str, Gain]]
+    best_baseline: str | None
+    training: dict[str, dict[int, int]]
+    curves: dict[str, dict[str, Curve]]
+    notes: tuple[str, ...]
+    files: ReportFiles | None = None
+
+
+def score_run(
+    run_dir: Path | str,
+    *,
+    methods: Sequence[str] | None = None,
+    baselines: Sequence[str] = ("grpo", "entropy", "stapo"),
+    focus: str = "ict",
+) -> Report:
+    """Every number of the report of ``run_dir``, computed from the per-problem samples and
+    the training metrics; nothing is written.
+
+    Args:
+        methods: trained methods to show (default: every method found under ``eval/`` or
+            ``train/``); ``base`` is always shown when it was evaluated.
+        baselines: the methods ``focus`` is compared with.
+        focus: the method whose gains are reported (ICT).
+    """
+    run = load_run(run_dir, methods=methods or None)
+    shown = _choose_methods(run, methods, baselines, focus)
+    rows = ([BASE] if BASE in run.evaluated else []) + [m for m in shown if m != BASE]
+    benchmarks = benchmark_order(
+        {b for per in run.evaluated.values() for files in per.values() for b in files}
+    )
+    notes = _unevaluated_notes(run, rows)
+    seeds = {m: tuple(sorted(run.evaluated.get(m, {}), key=lambda s: s or 0)) for m in rows}
+    loaded: Loaded = {
+        (m, s, b): ps
+        for m in rows
+        for s, files in run.evaluated.get(m, {}).items()
+        for b, ps in files.items()
+    }
+    cells = {
+        m: {
+            b: score_cell({s: loaded[m, s, b] for s in seeds[m] if (m, s, b) in loaded}, seeds[m])
+            for b in benchmarks
+        }
+        for m in rows
+    }
+    averages = {m: score_average(cells[m], benchmarks) for m in rows}
+    notes += _cell_notes(cells, benchmarks) + _consistency_notes(loaded)
+    settings, settings_notes = _settings(loaded, benchmarks)
+    notes += settings_notes
+
+    present = [b for b in baselines if b in rows and averages.get(b) is not None]
+    gains, gain_notes = _gains(cells, averages, focus, baselines, present)
+    notes += gain_notes + _config_notes(run, rows)
+    trained = {m: run.trained[m] for m in rows if m in run.trained}
+    curves = training_curves(trained)
+    notes += missing_curve_notes(curves)
+    return Report(
+        run_dir=run.run_dir,
+        preset=", ".join(run.presets) if run.presets else "unknown",
+        focus=focus,
+        baselines=tuple(baselines),
+        methods=tuple(rows),
+        benchmarks=tuple(benchmarks),
+        seeds=seeds,
+        settings=settings,
+        cells=cells,
+        averages=averages,
+        gains=gains,
+        best_baseline=best_baseline(averages, present),
+        training={m: {s: len(r) for s, r in per.items()} for m, per in trained.items()},
+        curves=curves,
+        notes=tuple(notes),
+    )
+
+
+def _gains(
+    cells: Mapping[str, Mapping[str, Cell]],
+    averages: Mapping[str, Average | None],
+    focus: str,
+    baselines: Sequence[str],
+    present: Sequence[str],
+) -> tuple[dict[str, dict[str, Gain]], list[str]]:
+    """``[other][metric]``: the focus method's gains over each baseline with results
+    (``present``) and over base; and the notes on what could not be compared."""
+    if averages.get(focus) is None:
+        return {}, [f"focus method {focus!r} has no results: no gains are reported."]
+    gains = {}
+    for other in [*present, *([BASE] if BASE in cells else [])]:
+        per = {m: compute_gain(cells, focus, other, m) for m in METRICS}
+        gains[other] = {m: g for m, g in per.items() if g is not None}
+    notes = [f"baseline {b!r} has no results: not compared." for b in baselines if b not in present]
+    if len({averages[b].benchmarks for b in present}) > 1:
+        notes.append(
+            "the baselines' averages cover different benchmarks, so choosing the best "
+            "baseline by average Total compares averages over different sets."
+        )
+    return gains, notes
+
+
+def benchmark_order(names: Collection[str]) -> list[str]:
+    """The tiny suites and the paper's benchmarks in their canonical order, then the rest."""
+    canonical = [*EVAL_SUITES, *PAPER_BENCHMARKS]
+    known = [b for b in canonical if b in names]
+    return known + sorted(set(names) - set(canonical))
+
+
+def _choose_methods(
+    run: LoadedRun, methods: Sequence[str] | None, baselines: Sequence[str], focus: str
+) -> list[str]:
+    """The trained methods to show: ``methods`` as given, or every one found, ordered
+    baselines, focus, then the rest alphabetically."""
+    if methods:
+        return list(dict.fromkeys(methods))
+    found = (set(run.evaluated) | set(run.trained)) - {BASE}
+    ordered = [m for m in (*baselines, focus) if m in found]
+    return list(dict.fromkeys(ordered + sorted(found - set(ordered))))
+
+
+def _unevaluated_notes(run: LoadedRun, rows: Sequence[str]) -> list[str]:
+    notes = []
+    for m in rows:
+        if m not in run.evaluated:
+            notes.append(f"{m}: no evaluation results; every benchmark is missing.")
+        untested = sorted(set(run.trained.get(m, {})) - set(run.evaluated.get(m, {})))
+        if untested:
+            notes.append(f"{m}: seeds {untested} were trained but not evaluated.")
+    return notes
+
+
+def _cell_notes(cells: Mapping[str, Mapping[str, Cell]], benchmarks: Sequence[str]) -> list[str]:
+    notes = []
+    for m, per in cells.items():
+        if all(c.status == "missing" for c in per.values()):
+            continue  # noted once already
+        for b in benchmarks:
+            c = per[b]
+            if c.status == "missing":
+                notes.append(
+                    f"{m} has no results on {b}: shown as missing and left out of its average "
+                    "(not counted as 0)."
+                )
+            elif c.status == "partial":
+                notes.append(
+                    f"{m} on {b}: only seeds {list(c.seeds)} have results; shown, but left out "
+                    "of its average, which needs every seed."
+                )
+    return notes
+
+
+def _consistency_notes(loaded: Loaded) -> list[str]:
+    """Where a score file's recorded pass@k differs from the one recomputed from samples."""
+    notes = []
+    for (m, s, b), ps in loaded.items():
+        if not ps.recorded or not ps.ids:
+            continue
+        for k, ours in (("1", ps.p1.mean()), ("4", ps.p4.mean())):
+            theirs = ps.recorded.get(k)
+            if isinstance(theirs, (int, float)) and abs(theirs - ours) > 1e-9:
+                model = BASE if s is None else f"{m}-seed{s}"
+                notes.append(
+                    f"{model} on {b}: score.json records pass@{k} = {theirs:.6f}, the samples "
+                    f"give {ours:.6f}; the report uses the samples."
+                )
+    return notes
+
+
+def _settings(
+    loaded: Loaded, benchmarks: Sequence[str]
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Per benchmark: gradable problems, ungradable ones, responses per problem (from the
+    samples) and the distinct decoding settings recorded in the score files; and notes
+    where those settings differ or are missing."""
+    out, notes = {}, []
+    for b in benchmarks:
+        scores = [ps for (_, _, bb), ps in loaded.items() if bb == b]
+        decodings = []
+        for ps in scores:
+            if ps.settings is not None and ps.settings not in decodings:
+                decodings.append(ps.settings)
+        out[b] = {
+            "stands_for": stands_for(b),
+            "n_problems": sorted({len(ps.ids) for ps in scores}),
+            "n_ungradable": sorted({ps.n_ungradable for ps in scores}),
+            "n_samples": sorted({n for ps in scores for n in ps.n_samples}),
+            "decoding": decodings,
+        }
+        if len(decodings) > 1:
+            notes.append(f"{b}: the models were decoded with different settings: {decodings}.")
+        if not decodings and scores:
+            notes.append(f"{b}: no score.json with decoding settings was found.")
+    return out, notes
+
+
+def _config_notes(run: LoadedRun, rows: Sequence[str]) -> list[str]:
+    """A note per shared training field (``config.rl``) whose value differs between the
+    runs of ``rows``: a comparison is only fair when they share it."""
+    values: dict[str, dict[str, list[str]]] = {}
+    for name, (method, rl) in run.rl_configs.items():
+        if method not in rows:
+            continue
+        for key, value in rl.items():
+            values.setdefault(key, {}).setdefault(json.dumps(value), []).append(name)
+    return [
+        f"training runs differ in rl.{key}: "
+        + "; ".join(f"{v} ({', '.join(runs)})" for v, runs in by_value.items())
+        + "."
+        for key, by_value in values.items()
+        if len(by_value) > 1
+    ]
