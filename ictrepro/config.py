@@ -149,6 +149,12 @@ class RLSpec:
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.001
+    #: Bound on each token's k3 value (verl's ``low_var_kl`` clamps at 10; None: unbounded).
+    #: Inferred default; docs/method.md, "Choices the paper leaves open".
+    kl_max: float | None = 10.0
+    #: Dual-clip constant c > 1 for negative advantages (verl's ``clip_ratio_c``, 3 there);
+    #: None disables it. Inferred; docs/method.md, "Choices the paper leaves open".
+    dual_clip: float | None = 3.0
     agg_mode: str = "seq-mean-token-mean"
     #: Divide advantages by the group's reward std (GRPO); False: centre only (Dr. GRPO).
     adv_normalize_std: bool = True
@@ -165,6 +171,11 @@ class RLSpec:
     prompt_style: str = "auto"
     #: A response whose grading takes longer is a TIMEOUT and gets reward 0.
     verifier_timeout_s: float = 5.0
+    #: The update's log-probs from the hidden states, chunk by chunk with the LM head's
+    #: logits recomputed in backward (``sampled_logprobs_from_hidden``): no float32
+    #: ``[micro, R, V]`` tensor. Off: the model's full logits (the pinned tiny results).
+    #: The two differ by float rounding only.
+    chunked_logprobs: bool = False
 
     def __post_init__(self) -> None:
         positive = ("steps", "prompts_per_step", "ppo_epochs", "mini_batches", "max_new_tokens")
@@ -197,6 +208,10 @@ class RLSpec:
             raise ConfigError(
                 f"rl.stats_temperature must be > 0 or null, got {self.stats_temperature}"
             )
+        if self.kl_max is not None and self.kl_max <= 0:
+            raise ConfigError(f"rl.kl_max must be > 0 or null, got {self.kl_max}")
+        if self.dual_clip is not None and self.dual_clip <= 1:
+            raise ConfigError(f"rl.dual_clip must be > 1 or null, got {self.dual_clip}")
         if self.temperature <= 0:
             raise ConfigError(f"rl.temperature must be > 0 for RL sampling, got {self.temperature}")
         if self.grad_clip <= 0 or self.verifier_timeout_s <= 0:
@@ -235,6 +250,10 @@ class InfraSpec:
     keep_checkpoints: int = 1
     #: Verifier worker processes per rank (0 = grade in the training process).
     verifier_workers: int = 0
+    #: Recompute the decoder's activations in backward instead of keeping them (less
+    #: memory, about a third more compute). The recomputation repeats the same operations,
+    #: so results are unchanged (tested on tiny-smoke).
+    gradient_checkpointing: bool = False
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_every", "keep_checkpoints"):

@@ -120,8 +120,9 @@ def _paper(name: str, model: str) -> Preset:
         lr_warmup_steps=0,
         kl_coef=0.001,
         sample_batch_size=1024,
+        chunked_logprobs=True,  # at V = 151,936 the full logits path does not fit
     )
-    infra = InfraSpec(checkpoint_every=20, verifier_workers=8)
+    infra = InfraSpec(checkpoint_every=20, verifier_workers=8, gradient_checkpointing=True)
     train = TrainPreset(rl=rl, infra=infra, model=model)
     return Preset(name, None, train, EvalSpec(benchmarks=tuple(PAPER_BENCHMARKS)))
 

@@ -425,6 +425,51 @@ def test_recomputed_logprobs_match_generate(prepared):
         )
 
 
+def test_chunked_logprobs_equal_the_logits_path_with_their_gradients(prepared):
+    """rl.chunked_logprobs: the same log-probs and parameter gradients as the full logits."""
+    model = AutoModelForCausalLM.from_pretrained(prepared / "base_model")
+    tok = AutoTokenizer.from_pretrained(prepared / "base_model")
+    prompt_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in ("x", "a longer prompt")]
+    gen = torch.Generator().manual_seed(0)
+    completions = [
+        [
+            Completion("", tuple(torch.randint(3, 60, (n,), generator=gen).tolist()), False)
+            for n in (5, 2)
+        ]
+        for _ in range(2)
+    ]
+    batch = build_batch(prompt_ids, completions, [0.0] * 4, tok.pad_token_id, torch.device("cpu"))
+    weights_BR = torch.randn(batch.response_ids.shape, generator=gen)
+
+    def logprobs_and_grads(chunked):
+        model.zero_grad()
+        logprob = policy_logprobs(model, batch, temperature=0.7, chunked=chunked)
+        (torch.where(batch.response_mask, logprob, 0.0) * weights_BR).sum().backward()
+        return logprob, {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    full, full_grads = logprobs_and_grads(False)
+    chunked, chunked_grads = logprobs_and_grads(True)
+    mask = batch.response_mask
+    torch.testing.assert_close(chunked[mask], full[mask], atol=1e-5, rtol=1e-5)
+    for name, grad in full_grads.items():
+        torch.testing.assert_close(chunked_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_gradient_checkpointing_leaves_results_unchanged(run_dir):
+    plain = train(smoke("grpo"), run_dir, show_progress=False, verifier=ScriptedVerifier())
+    plain_weights = weights(plain.out_dir / "final_model")
+    checkpointed = train(
+        smoke("grpo", **{"infra.gradient_checkpointing": True}),
+        run_dir,
+        force=True,
+        show_progress=False,
+        verifier=ScriptedVerifier(),
+    )
+    assert without_times(checkpointed.metrics) == without_times(plain.metrics)
+    after = weights(checkpointed.out_dir / "final_model")
+    assert all(torch.equal(plain_weights[k], after[k]) for k in plain_weights)
+
+
 def test_chunked_and_unfused_statistics_equal_the_fused_whole_batch(prepared):
     model = AutoModelForCausalLM.from_pretrained(prepared / "base_model").eval()
     tok = AutoTokenizer.from_pretrained(prepared / "base_model")
@@ -571,6 +616,8 @@ def test_overrides_from_the_command_line_and_files(tmp_path):
         ({"method_args.nope": 1}, "no hyperparameter.*nope.*valid: highest, rho"),
         ({"rl.group_size": 1}, "group_size must be >= 2"),
         ({"rl.prompts_per_step": 6, "rl.mini_batches": 4}, "divisible"),
+        ({"rl.kl_max": 0}, "rl.kl_max must be > 0 or null"),
+        ({"rl.dual_clip": 1.0}, "rl.dual_clip must be > 1 or null"),
     ],
 )
 def test_bad_overrides_name_the_field(overrides, message):

@@ -46,6 +46,7 @@ from ictrepro.algos.selection import SelectionInputs, get_selection
 from ictrepro.algos.token_stats import (
     TokenStats,
     sampled_logprobs,
+    sampled_logprobs_from_hidden,
     token_stats,
     token_stats_from_hidden,
 )
@@ -267,11 +268,47 @@ def response_logits(model: torch.nn.Module, batch: RolloutBatch) -> Tensor:
     ).logits[:, :R]
 
 
-def policy_logprobs(model: torch.nn.Module, batch: RolloutBatch, *, temperature: float) -> Tensor:
-    """Differentiable log pi_theta of the response tokens, ``[B, R]`` float32."""
-    return sampled_logprobs(
-        response_logits(model, batch), batch.response_ids, temperature=temperature
+def policy_logprobs(
+    model: torch.nn.Module, batch: RolloutBatch, *, temperature: float, chunked: bool = False
+) -> Tensor:
+    """Differentiable log pi_theta of the response tokens, ``[B, R]`` float32.
+
+    ``chunked=False`` takes them from the model's logits (a float32 ``[B, R, V]``
+    log-softmax lives until backward). ``chunked=True`` asks the model for its final hidden
+    states only (no logits: ``logits_to_keep`` selects no position) and applies the LM head
+    in chunks that backward recomputes (``sampled_logprobs_from_hidden``). Both call the
+    (possibly DDP-wrapped) model itself, so gradient synchronisation works.
+    """
+    if not chunked:
+        return sampled_logprobs(
+            response_logits(model, batch), batch.response_ids, temperature=temperature
+        )
+    P, R = batch.prompt_width, batch.response_ids.shape[1]
+    no_positions = torch.empty(0, dtype=torch.long, device=batch.input_ids.device)
+    hidden = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        logits_to_keep=no_positions,
+        output_hidden_states=True,
+        use_cache=False,
+    ).hidden_states[-1]  # after the final norm (Qwen2, Llama)
+    head = _unwrapped(model).get_output_embeddings()
+    if getattr(head, "bias", None) is not None:
+        raise ConfigError("rl.chunked_logprobs assumes an LM head without bias (Qwen2, Llama)")
+    # The hidden state at column c predicts the token at column c + 1.
+    return sampled_logprobs_from_hidden(
+        hidden[:, P - 1 : P - 1 + R].to(head.weight.dtype),
+        head.weight,
+        batch.response_ids,
+        batch.response_mask,
+        temperature=temperature,
     )
+
+
+def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The model inside a DDP wrapper (whose parameters are the model's own)."""
+    return getattr(model, "module", model)
 
 
 def lr_lambda(warmup_steps: int, total_steps: int, schedule: str) -> Callable[[int], float]:
@@ -365,6 +402,8 @@ class GRPOTrainer:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         policy = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+        if self.infra.gradient_checkpointing:
+            policy.activation_checkpointing_enable({"use_reentrant": False})
         self.reference = None
         if self.rl.kl_coef > 0:
             self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
@@ -591,7 +630,9 @@ class GRPOTrainer:
         no_sync = contextlib.nullcontext() if sync else acc.no_sync(self.model)
         with no_sync, acc.autocast():
             chunk = tensors.batch.rows(rows)
-            logprob = policy_logprobs(self.model, chunk, temperature=self.temperature)
+            logprob = policy_logprobs(
+                self.model, chunk, temperature=self.temperature, chunked=self.rl.chunked_logprobs
+            )
             cols = (rows, slice(0, logprob.shape[1]))  # the chunk's trimmed width
             ref = tensors.ref_logprob
             loss, info = grpo_loss(
@@ -604,6 +645,8 @@ class GRPOTrainer:
                 clip_low=self.rl.clip_low,
                 clip_high=self.rl.clip_high,
                 kl_coef=self.rl.kl_coef,
+                kl_max=self.rl.kl_max,
+                dual_clip=self.rl.dual_clip,
                 agg_mode=self.rl.agg_mode,  # type: ignore[arg-type]
             )
             acc.backward(loss * weight)
