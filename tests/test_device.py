@@ -112,3 +112,29 @@ def test_data_independent_functions_run_on_meta(batch):
     assert kl_k3(meta["lp"], meta["old"]).device.type == "meta"
     assert aggregate(obj, meta["mask"]).device.type == "meta"
     assert sampled_logprobs(meta["logits"], meta["tokens"]).device.type == "meta"
+
+
+@pytest.mark.parametrize("method", ["ict", "random", "stapo"])
+def test_a_training_run_names_its_devices(tmp_path, method):
+    """Sampling, rewards, packing, statistics, selection and the update of a tiny-smoke run
+    (past ICT's warm-up, with chunked log-probs) create no tensor without a device."""
+    from ictrepro.presets import prepare_preset, train_preset
+    from ictrepro.stages.prepare import prepare
+    from ictrepro.stages.train import train
+    from ictrepro.verify import Verdict
+
+    class EveryOtherCorrect:
+        def grade_many(self, requests):
+            return [Verdict.CORRECT if i % 2 else Verdict.WRONG for i in range(len(requests))]
+
+        def close(self):
+            pass
+
+    run_dir = tmp_path / "run"
+    prepare(prepare_preset("tiny-smoke"), run_dir, show_progress=False)
+    config = train_preset(
+        "tiny-smoke", method=method, overrides={"rl.steps": 2, "rl.chunked_logprobs": True}
+    )
+    with RequireExplicitDevice():
+        result = train(config, run_dir, show_progress=False, verifier=EveryOtherCorrect())
+    assert [m["update_skipped"] for m in result.metrics] == [False, False]

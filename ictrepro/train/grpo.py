@@ -80,12 +80,13 @@ class PromptSchedule:
         if n_problems < 1:
             raise ValueError("the RL training set is empty")
         self.n, self.per_step, self.seed = n_problems, prompts_per_step, seed
-        self._epoch, self._perm = -1, torch.empty(0, dtype=torch.long)
+        # Host-side: the permutation only yields Python indices.
+        self._epoch, self._perm = -1, torch.empty(0, dtype=torch.long, device="cpu")
 
     def _permutation(self, epoch: int) -> Tensor:
         if epoch != self._epoch:
             g = torch.Generator().manual_seed(derive_seed(self.seed, "data", epoch))
-            self._epoch, self._perm = epoch, torch.randperm(self.n, generator=g)
+            self._epoch, self._perm = epoch, torch.randperm(self.n, generator=g, device="cpu")
         return self._perm
 
     def indices(self, step: int) -> list[int]:
@@ -155,20 +156,24 @@ def build_batch(
     P = max(len(p) for p, _ in rows)
     R = max(1, max(len(c.token_ids) for _, c in rows))
     B = len(rows)
-    input_ids = torch.full((B, P + R), pad_id, dtype=torch.long)
-    attention = torch.zeros((B, P + R), dtype=torch.long)
-    response_mask = torch.zeros((B, R), dtype=torch.bool)
+    # Filled row by row on the host, then moved to ``device`` in one transfer per tensor.
+    host = torch.device("cpu")
+    input_ids = torch.full((B, P + R), pad_id, dtype=torch.long, device=host)
+    attention = torch.zeros((B, P + R), dtype=torch.long, device=host)
+    response_mask = torch.zeros((B, R), dtype=torch.bool, device=host)
     for b, (prompt, completion) in enumerate(rows):
         n = len(completion.token_ids)
-        input_ids[b, P - len(prompt) : P] = torch.tensor(prompt)
+        input_ids[b, P - len(prompt) : P] = torch.tensor(prompt, device=host)
         attention[b, P - len(prompt) : P + n] = 1
         if n:
-            input_ids[b, P : P + n] = torch.tensor(completion.token_ids)
+            input_ids[b, P : P + n] = torch.tensor(completion.token_ids, device=host)
         response_mask[b, :n] = True
     # Positions count real tokens only, as generate() does for left-padded prompts.
     position_ids = (attention.cumsum(dim=1) - 1).clamp_min(0)
     group_sizes = [len(group) for group in completions]
-    group_ids = torch.repeat_interleave(torch.arange(len(group_sizes)), torch.tensor(group_sizes))
+    group_ids = torch.repeat_interleave(
+        torch.arange(len(group_sizes), device=host), torch.tensor(group_sizes, device=host)
+    )
     batch = RolloutBatch(
         input_ids,
         attention,
@@ -176,7 +181,7 @@ def build_batch(
         input_ids[:, P:].clone(),
         response_mask,
         group_ids,
-        torch.tensor(rewards, dtype=torch.float32),
+        torch.tensor(rewards, dtype=torch.float32, device=host),
     )
     return RolloutBatch(*(getattr(batch, f).to(device) for f in batch.__dataclass_fields__))
 
@@ -736,8 +741,13 @@ def batch_metrics(batch: RolloutBatch) -> MetricSums:
     """``groups_without_signal_fraction`` (all rewards equal) and ``response_length_mean``."""
     ids, r = batch.group_ids, batch.rewards
     n_groups = int(ids.max()) + 1
-    lo = torch.full((n_groups,), math.inf).scatter_reduce(0, ids.cpu(), r.cpu(), "amin")
-    hi = torch.full((n_groups,), -math.inf).scatter_reduce(0, ids.cpu(), r.cpu(), "amax")
+    host = torch.device("cpu")  # a handful of numbers, read back at once
+    lo = torch.full((n_groups,), math.inf, device=host).scatter_reduce(
+        0, ids.cpu(), r.cpu(), "amin"
+    )
+    hi = torch.full((n_groups,), -math.inf, device=host).scatter_reduce(
+        0, ids.cpu(), r.cpu(), "amax"
+    )
     sums = MetricSums()
     sums.add("groups_without_signal_fraction", int((lo == hi).sum()), n_groups)
     sums.add("response_length_mean", batch.response_mask.sum(), batch.response_mask.shape[0])

@@ -65,7 +65,7 @@ class MetricSums:
         names = sorted(self._means)
         totals = sorted(self._totals)
         flat = [v for n in names for v in self._means[n]] + [self._totals[n] for n in totals]
-        values = torch.tensor(flat, dtype=torch.float64)
+        values = torch.tensor(flat, dtype=torch.float64, device="cpu")  # moved to reduce
         if accelerator is not None and accelerator.num_processes > 1:
             values = accelerator.reduce(values.to(accelerator.device), "sum").cpu()
         out: dict[str, Any] = {}
