@@ -97,6 +97,11 @@ def train(
     method_module: Path = typer.Option(
         None, "--method-module", help="Python file that registers --method (your own rule)."
     ),
+    report_to: str = typer.Option(
+        None,
+        "--report-to",
+        help="Also log metrics to tensorboard or wandb (Accelerate trackers); none by default.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
 ) -> None:
     """RL-train one method and seed (GRPO loop; only the token mask differs).
@@ -113,6 +118,8 @@ def train(
         load_method_module(method_module)
     overrides = load_overrides(config_file) if config_file else {}
     overrides.update(parse_assignments(set_))
+    if report_to is not None:
+        overrides["infra.report_to"] = report_to
     config = train_preset(preset, method=method, seed=seed, overrides=overrides)
     run_train(
         config,

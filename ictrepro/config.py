@@ -115,6 +115,7 @@ class EvalSpec:
 # ------------------------------------------------------------------------- training
 
 
+TRACKERS = ("none", "tensorboard", "wandb")
 LR_SCHEDULES = ("constant", "cosine")
 
 
@@ -254,6 +255,10 @@ class InfraSpec:
     #: memory, about a third more compute). The recomputation repeats the same operations,
     #: so results are unchanged (tested on tiny-smoke).
     gradient_checkpointing: bool = False
+    #: Also log every step's metrics through Accelerate's trackers (``metrics.jsonl`` is
+    #: always written): ``none``, ``tensorboard`` (event files in ``RUN/train/<model>/
+    #: tracking/``) or ``wandb``.
+    report_to: str = "none"
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_every", "keep_checkpoints"):
@@ -261,6 +266,10 @@ class InfraSpec:
                 raise ConfigError(f"infra.{name} must be >= 1, got {getattr(self, name)}")
         if self.verifier_workers < 0:
             raise ConfigError(f"infra.verifier_workers must be >= 0, got {self.verifier_workers}")
+        if self.report_to not in TRACKERS:
+            raise ConfigError(
+                f"infra.report_to must be one of {', '.join(TRACKERS)}, got {self.report_to!r}"
+            )
 
 
 @dataclass(frozen=True)

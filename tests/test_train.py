@@ -694,3 +694,31 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(run_dir, tmp_path):
     )
     a, b = weights(other / "train" / "grpo-seed0" / "final_model"), weights(out / "final_model")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_tensorboard_tracker_logs_every_metric_of_every_step(run_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    result = train(
+        smoke("ict", **{"infra.report_to": "tensorboard"}),
+        run_dir,
+        show_progress=False,
+        verifier=ScriptedVerifier(),
+    )
+    folders = {p.parent for p in (result.out_dir / "tracking").rglob("events.out.tfevents.*")}
+    # One folder holds the step scalars; the hparams (the run's config) sit in another.
+    readers = [EventAccumulator(str(folder)).Reload() for folder in sorted(folders)]
+    (scalars,) = [
+        r for r in readers if r.Tags()["scalars"] and "reward_mean" in r.Tags()["scalars"]
+    ]
+    logged = set(scalars.Tags()["scalars"])
+    for metrics in result.metrics:
+        expected = {
+            k: v
+            for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
+        assert set(expected) <= logged
+        for key, value in expected.items():
+            (event,) = [e for e in scalars.Scalars(key) if e.step == metrics["step"]]
+            assert event.value == pytest.approx(value, rel=1e-6, abs=1e-9)

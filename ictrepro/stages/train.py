@@ -167,7 +167,13 @@ def train(
     # cpu=True on a machine without GPUs is what makes accelerate use gloo when launched
     # with several processes (`accelerate launch --multi_gpu --num_processes 2` on CPU).
     cpu = torch.accelerator.current_accelerator() is None
-    acc = accelerator or Accelerator(cpu=cpu, step_scheduler_with_optimizer=False)
+    report_to = config.infra.report_to
+    acc = accelerator or Accelerator(
+        cpu=cpu,
+        step_scheduler_with_optimizer=False,
+        log_with=None if report_to == "none" else report_to,
+        project_dir=out_dir / "tracking",
+    )
     state = _decide(out_dir, identity, sha, resume=resume, force=force)
     ignored = infra_changes(out_dir, config) if state != "fresh" else []
     if ignored:

@@ -439,6 +439,10 @@ class GRPOTrainer:
     def train(self, start_step: int = 0) -> list[dict[str, Any]]:
         """Run steps ``start_step .. rl.steps - 1``; returns the metrics of those steps."""
         self.log.truncate(start_step)
+        # A no-op unless the Accelerator was made with trackers (infra.report_to).
+        self.accelerator.init_trackers(
+            f"{self.config.method}-seed{self.config.seed}", config=_flat(self.config.to_json())
+        )
         history = []
         with progress_bar(
             self._describe(None), total=self.rl.steps, enabled=self.show_progress
@@ -447,11 +451,13 @@ class GRPOTrainer:
             for step in range(start_step, self.rl.steps):
                 metrics = self.step(step)
                 self.log.append(metrics)
+                self.accelerator.log(_numeric(metrics), step=step + 1)
                 history.append(metrics)
                 completed = step + 1
                 if completed % self.infra.checkpoint_every == 0 or completed == self.rl.steps:
                     self.save_checkpoint(completed)
                 advance(1, self._describe(metrics))
+        self.accelerator.end_training()
         return history
 
     def step(self, step: int) -> dict[str, Any]:
@@ -713,6 +719,27 @@ class GRPOTrainer:
 
     def save_final_model(self, path: Path) -> None:
         checkpoint.save_final_model(self.accelerator, self.model, self.tokenizer, path)
+
+
+def _numeric(metrics: dict[str, Any]) -> dict[str, float]:
+    """The metrics a tracker can plot: numbers (a skipped update's nulls are left out)."""
+    return {
+        k: float(v)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+
+
+def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"rl": {"lr": 1e-6}}`` -> ``{"rl.lr": 1e-6}``; non-scalars as text (trackers' hparams)."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            scalar = isinstance(value, (int, float, str, bool))
+            out[f"{prefix}{key}"] = value if scalar else str(value)
+    return out
 
 
 def micro_batch_weights(
