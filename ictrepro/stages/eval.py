@@ -205,9 +205,9 @@ def evaluate_run(
                 continue
             if harness == "ours":
                 tokenizer = AutoTokenizer.from_pretrained(model_dir)
-                model = AutoModelForCausalLM.from_pretrained(model_dir)
+                policy = AutoModelForCausalLM.from_pretrained(model_dir)
                 sampler = make_sampler(
-                    backend, model, tokenizer, batch_size=batch_size, model_path=str(model_dir)
+                    backend, policy, tokenizer, batch_size=batch_size, model_path=str(model_dir)
                 )
             total = sum(len(t.problems) for t, _ in todo)
             with progress_bar(f"eval {model}", total=total, enabled=show_progress) as advance:
