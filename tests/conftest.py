@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,9 +111,14 @@ class ScriptedSampler:
         pass
 
 
+#: The modules whose samplers the scripted policy replaces.
+EVALUATORS = ("ictrepro.stages.eval", "ictrepro.cli")
+
+
 def script_policy(monkeypatch):
-    """Make every sampler of `eval` and `sample` a :class:`ScriptedSampler` over the tiny
-    suites of the run directory being evaluated (training keeps its real sampler); returns
+    """Make every sampler of `eval` and `sample` (:data:`EVALUATORS`) a
+    :class:`ScriptedSampler` over the tiny suites of the run directory being evaluated
+    (training keeps its real sampler); returns
     ``expected(run_dir, suite, trained) -> [n_correct per problem]``."""
     from ictrepro.config import EVAL_SUITES
     from ictrepro.data.suites import load_test_split
@@ -127,7 +133,13 @@ def script_policy(monkeypatch):
                     table[p.problem] = (p, i)
         return table
 
+    real_make_sampler = sampler_module.make_sampler
+
     def fake_make_sampler(name, model, tokenizer, *, batch_size, model_path=None):
+        if sys._getframe(1).f_globals["__name__"] not in EVALUATORS:  # training: the real one
+            return real_make_sampler(
+                name, model, tokenizer, batch_size=batch_size, model_path=model_path
+            )
         path = Path(model_path)
         trained = path.name == "final_model"
         run_dir = path.parents[2] if trained else path.parent

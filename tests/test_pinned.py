@@ -74,8 +74,10 @@ def test_pinned_tiny_scores_agree_with_their_counts():
         ),
         (lambda r: (r / "MANIFEST.sha256").unlink(), "MANIFEST.sha256: missing"),
         (
-            lambda r: (r / "MANIFEST.sha256").write_text("not a digest  tiny/report.md\n"),
-            "MANIFEST.sha256:1: not '<sha256> <path>'",
+            lambda r: (r / "MANIFEST.sha256").write_text(
+                "not a digest  tiny/x\n" + (r / "MANIFEST.sha256").read_text()
+            ),
+            "MANIFEST.sha256:1: not '<sha256>",
         ),
         (lambda r: (r / "tiny" / "extra.json").write_text("{}"), "extra.json: not in the manifest"),
     ],
