@@ -133,8 +133,8 @@ def _tasks_dir(tasks_dir: str | Path | None) -> Path:
     path = Path(tasks_dir) if tasks_dir is not None else TASKS_DIR
     if not (path / "utils.py").is_file():
         raise FileNotFoundError(
-            f"{path} holds no ictrepro lm-eval tasks (no utils.py); pass the folder of the "
-            "ictrepro_*.yaml files as tasks_dir"
+            f"{path} holds no ictrepro lm-eval tasks (no utils.py); pass "
+            "tasks_dir=<the folder of the ictrepro_*.yaml files>"
         )
     return path
 
