@@ -11,12 +11,17 @@ The record is how a re-run knows what to do:
 
 The record is written twice: ``status: "running"`` before the stage touches anything, so an
 interrupted stage is recognisable, and ``status: "done"`` with the output hashes last.
+
+:func:`is_current` is the one "done and current" check of every stage: prepare
+(:func:`stage_state`), train (``stages/train.py``) and eval (each score record is the eval
+stage's record of one model on one benchmark, ``ictrepro.rundir.ScoreRecord``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -99,13 +104,21 @@ def stage_state(run_dir: Path, stage: str, config_sha256: str, *, force: bool = 
             f"{record['config_sha256'][:12]}); use another --out directory, or --force to "
             "replace it"
         )
-    if record["status"] != "done":
-        return "redo"
-    recorded = record["outputs"]
-    present = {rel for rel in recorded if (run_dir / rel).is_file()}
-    if present != set(recorded) or hash_outputs(run_dir, sorted(recorded)) != recorded:
-        return "redo"
-    return "current"
+    return "current" if is_current(record, config_sha256, run_dir) else "redo"
+
+
+def is_current(record: Mapping[str, Any] | None, config_sha256: str, root: Path) -> bool:
+    """Whether a stage is done and current: its record (``None``: none) is finished, of
+    this config, and every output it lists (relative to ``root``) still hashes to the
+    recorded value."""
+    if record is None or record.get("status") != "done":
+        return False
+    if record.get("config_sha256") != config_sha256:
+        return False
+    recorded = record.get("outputs") or {}
+    if not all((root / rel).is_file() for rel in recorded):
+        return False
+    return hash_outputs(root, sorted(recorded)) == recorded
 
 
 def write_record(run_dir: Path, record: StageRecord) -> None:

@@ -1,17 +1,24 @@
-"""A user's own rule from a file: `--method-module`, and `ictrepro compare` against pinned results."""
+"""A user's own rule from a file: `--method-module`, and `ictrepro compare` against pinned results.
+
+The pinned baselines are a tiny-smoke reproduction evaluated through the scripted policy
+(``conftest.script_policy``): their counts are known and not all zero, so a count lost or
+misplaced on the way into the compare run fails.
+"""
 
 from __future__ import annotations
 
 import json
-import shutil
 import textwrap
 
 import pytest
+from conftest import copy_world, flat, script_policy
 from typer.testing import CliRunner
 
 from ictrepro.algos.selection import MethodModuleError, available_selections, load_method_module
 from ictrepro.cli import app
-from ictrepro.results.pinned import RESULTS_DIR, pin_run
+from ictrepro.data.suites import load_test_split
+from ictrepro.results.pinned import pin_run, read_pinned_scores
+from ictrepro.rundir import ModelId, RunDir, read_score
 from ictrepro.stages.compare import compare
 from ictrepro.stages.reproduce import make_plan, reproduce
 
@@ -50,17 +57,6 @@ def clean_registry():
     selection._LOADED_MODULES.update(loaded)
 
 
-def flat(output: str) -> str:
-    return " ".join(output.split())
-
-
-def copy_prepared_world(baseline_run, run_dir) -> None:
-    """``run_dir`` as ``baseline_run`` was after `prepare`: nothing trained or evaluated."""
-    shutil.copytree(
-        baseline_run, run_dir, ignore=shutil.ignore_patterns("train", "eval", "report", "logs")
-    )
-
-
 def rule_file(tmp_path, tag: str, body: str = LOWPROB):
     path = tmp_path / f"rule_{tag}.py"
     path.write_text(textwrap.dedent(body.replace("{tag}", tag)))
@@ -69,14 +65,15 @@ def rule_file(tmp_path, tag: str, body: str = LOWPROB):
 
 @pytest.fixture(scope="module")
 def pinned_smoke(tmp_path_factory):
-    """A pinned tiny-smoke reproduction (grpo, ict; seed 0) in a private results folder."""
+    """A pinned tiny-smoke reproduction (grpo, ict; seed 0; scripted policy) in a private
+    results folder."""
     root = tmp_path_factory.mktemp("cmp")
     results = root / "results"
-    shutil.copytree(RESULTS_DIR / "paper", results / "paper")
     run_dir = root / "baseline-run"
-    reproduce(
-        make_plan("tiny-smoke", run_dir, methods=("grpo", "ict"), seeds=(0,)), show_progress=False
-    )
+    with pytest.MonkeyPatch.context() as mp:
+        script_policy(mp)
+        plan = make_plan("tiny-smoke", run_dir, methods=("grpo", "ict"), seeds=(0,))
+        reproduce(plan, show_progress=False)
     pin_run(run_dir, "tiny-smoke", results_dir=results)
     return run_dir, results
 
@@ -104,13 +101,15 @@ def test_bad_modules_are_named(tmp_path, body, message):
         load_method_module(tmp_path / "missing.py")
 
 
-def test_compare_trains_only_the_new_rule_and_reports_it_against_the_pinned(pinned_smoke, tmp_path):
+def test_compare_trains_only_the_new_rule_and_reports_it_against_the_pinned(
+    pinned_smoke, tmp_path, scripted_policy
+):
     baseline_run, results = pinned_smoke
     path = rule_file(tmp_path, "cmp")
     load_method_module(path)
     run_dir = tmp_path / "compare"
     # Start from the same prepared world, as a user comparing on this version's preset does.
-    copy_prepared_world(baseline_run, run_dir)
+    copy_world(baseline_run, run_dir, only_prepared=True)
     report = compare(
         "lowprob_cmp",
         "tiny-smoke",
@@ -126,16 +125,30 @@ def test_compare_trains_only_the_new_rule_and_reports_it_against_the_pinned(pinn
     assert {"grpo-seed0", "ict-seed0", "base", "lowprob_cmp-seed0"} <= {
         p.name for p in (run_dir / "eval").iterdir()
     }
+    # The pinned baselines' counts are the pinned ones, on this run's problems, as score
+    # records without samples (no stand-in samples file).
+    rundir = RunDir(run_dir)
+    for row in read_pinned_scores("tiny-smoke", results):
+        model = ModelId.parse(row["model"])
+        if model.is_base:
+            continue
+        copied = read_score(rundir.score_path(model, row["benchmark"]))
+        problems = load_test_split(run_dir, row["benchmark"])
+        assert copied.pinned and copied.n_correct == row["n_correct"]
+        assert copied.n_correct == scripted_policy(run_dir, row["benchmark"], trained=True)
+        assert [q.id for q in copied.problems] == [p.id for p in problems]
+        assert {str(k): v for k, v in copied.pass_at.items()} == row["pass_at"]
+        assert not rundir.samples_path(model, row["benchmark"]).exists()
+    assert set(rundir.load_scores()) == {
+        ModelId("grpo", 0),
+        ModelId("ict", 0),
+        ModelId("base"),
+        ModelId("lowprob_cmp", 0),
+    }
+    # The report reads the baselines from their score records.
     text = (run_dir / "report" / "report.md").read_text()
     assert "lowprob_cmp" in text and "GRPO" in text
     assert set(report.gains) >= {"grpo", "ict"}
-    # The pinned baselines' numbers are the pinned ones.
-    pinned = [
-        json.loads(x) for x in (results / "tiny-smoke" / "scores.jsonl").read_text().splitlines()
-    ]
-    grpo = next(r for r in pinned if r["model"] == "grpo-seed0" and r["benchmark"] == "tiny-gsm8k")
-    copied = json.loads((run_dir / "eval" / "grpo-seed0" / "tiny-gsm8k.score.json").read_text())
-    assert copied["pass_at"] == grpo["pass_at"] and copied["pinned"] is True
 
 
 def test_compare_refuses_another_prepared_world(pinned_smoke, tmp_path):
@@ -154,8 +167,7 @@ def test_compare_refuses_another_prepared_world(pinned_smoke, tmp_path):
 def test_a_rule_returning_the_wrong_shape_is_named_with_its_module(pinned_smoke, tmp_path):
     baseline_run, _ = pinned_smoke
     path = rule_file(tmp_path, "shape", WRONG_SHAPE)
-    run_dir = tmp_path / "run"
-    copy_prepared_world(baseline_run, run_dir)
+    run_dir = copy_world(baseline_run, tmp_path / "run", only_prepared=True)
     result = CliRunner().invoke(
         app,
         [
@@ -182,8 +194,7 @@ def test_a_failing_rule_in_a_worker_process_is_named_with_its_log(pinned_smoke, 
     baseline_run, _ = pinned_smoke
     path = rule_file(tmp_path, "worker", WRONG_SHAPE)
     load_method_module(path)
-    run_dir = tmp_path / "run"
-    copy_prepared_world(baseline_run, run_dir)
+    run_dir = copy_world(baseline_run, tmp_path / "run", only_prepared=True)
     plan = make_plan("tiny-smoke", run_dir, methods=("broken_worker",), seeds=(0,))
     with pytest.raises(RuntimeError) as info:
         reproduce(plan, jobs=2, show_progress=False, method_module=path)

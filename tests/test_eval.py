@@ -1,76 +1,79 @@
-"""`ictrepro eval`, `sample` and `score` on the `tiny-smoke` world."""
+"""`ictrepro eval`, `sample` and `score` on the `tiny-smoke` world.
+
+Most tests evaluate through a scripted policy (``conftest.scripted_policy``) whose
+per-problem correct counts are known (0..4 of 4, different for the base and the trained
+model), so a wrong count, a sample in the wrong file or a wrong pass@k fails; the real
+tiny-smoke models answer nothing correctly.
+"""
 
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
+from conftest import AlternatingVerifier, copy_world, flat, scripted_response
 from typer.testing import CliRunner
 
 from ictrepro.cli import app
+from ictrepro.data.suites import load_test_split
 from ictrepro.evaluate.passk import mean_pass_at_k
 from ictrepro.evaluate.score import score_problems
-from ictrepro.presets import prepare_preset, train_preset
+from ictrepro.presets import train_preset
+from ictrepro.rundir import BASE, ModelId, RunDir, SamplesFile, read_score
 from ictrepro.stages.eval import evaluate_run, load_task, run_models
-from ictrepro.stages.prepare import prepare
 from ictrepro.stages.train import train
 from ictrepro.verify import Verdict
 
 SUITES = ["tiny-gsm8k", "tiny-mmlu-stem"]
+ICT = ModelId("ict", 0)
 C, W, U = Verdict.CORRECT, Verdict.WRONG, Verdict.UNGRADABLE
 
 
-class Alternating:
-    def grade_many(self, requests):
-        return [C if i % 2 == 0 else W for i in range(len(requests))]
-
-    def close(self):
-        pass
-
-
-def flat(output: str) -> str:
-    return " ".join(output.split())
-
-
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("eval") / "run"
-    prepare(prepare_preset("tiny-smoke", seed=0), run_dir, show_progress=False)
+def trained(smoke_world, tmp_path_factory):
+    run_dir = copy_world(smoke_world, tmp_path_factory.mktemp("eval") / "run")
     config = train_preset("tiny-smoke", method="ict", overrides={"rl.steps": 1})
-    train(config, run_dir, show_progress=False, verifier=Alternating())
+    train(config, run_dir, show_progress=False, verifier=AlternatingVerifier())
     return run_dir
 
 
 @pytest.fixture
 def run_dir(trained, tmp_path):
-    target = tmp_path / "run"
-    shutil.copytree(trained, target)
-    return target
+    return copy_world(trained, tmp_path / "run")
 
 
-def test_eval_scores_every_model_and_writes_samples(run_dir):
+def test_eval_scores_every_model_and_writes_samples(run_dir, scripted_policy):
     results = evaluate_run(run_dir, benchmarks=SUITES, workers=0, show_progress=False)
-    assert set(results) == {"base", "ict-seed0"} == set(run_models(run_dir))
+    assert set(results) == {BASE, ICT} == set(run_models(run_dir))
+    rundir = RunDir(run_dir)
     for model, per in results.items():
         for suite in SUITES:
-            record = per[suite]
-            rows = [
-                json.loads(x)
-                for x in (run_dir / "eval" / model / f"{suite}.samples.jsonl")
-                .read_text()
-                .splitlines()
+            problems = load_test_split(run_dir, suite)
+            expected = scripted_policy(run_dir, suite, trained=model == ICT)
+            assert len(problems) == 8 and sum(expected) > 0
+            # The samples file holds exactly the policy's responses and their verdicts.
+            samples = SamplesFile.read(rundir.samples_path(model, suite))
+            assert [s.id for s in samples.problems] == [p.id for p in problems]
+            for s, p, c in zip(samples.problems, problems, expected, strict=True):
+                assert s.responses == tuple(scripted_response(p, j < c) for j in range(4))
+                assert s.verdicts == ("correct",) * c + ("no_answer",) * (4 - c)
+            # The score record carries the per-problem counts, and pass@k is their mean.
+            record = read_score(rundir.score_path(model, suite))
+            assert record == per[suite]
+            assert [(q.id, q.n_samples, q.n_correct) for q in record.problems] == [
+                (p.id, 4, c) for p, c in zip(problems, expected, strict=True)
             ]
-            assert len(rows) == 8 and all(len(r["responses"]) == 4 for r in rows)
-            assert all(r["n_correct"] == r["verdicts"].count("correct") for r in rows)
-            # The score file's numbers are those recomputed from the per-problem samples.
+            assert record.ungradable == () and record.verdicts["correct"] == sum(expected)
             for k in (1, 4):
-                expected = mean_pass_at_k([4] * 8, [r["n_correct"] for r in rows], k)
-                assert record["pass_at"][str(k)] == pytest.approx(expected)
-            assert record["identity"]["settings"]["sampling"]["n"] == 4
+                assert record.pass_at[k] == mean_pass_at_k([4] * 8, expected, k)
+            assert record.identity["settings"]["sampling"]["n"] == 4
+    # The two models' counts differ, so a model's samples in the other's file would fail.
+    assert scripted_policy(run_dir, "tiny-gsm8k", True) != scripted_policy(
+        run_dir, "tiny-gsm8k", False
+    )
 
 
-def test_eval_rerun_skips_and_resumes_only_what_is_missing(run_dir):
+def test_eval_rerun_skips_and_resumes_only_what_is_missing(run_dir, scripted_policy):
     evaluate_run(run_dir, benchmarks=SUITES, workers=0, show_progress=False)
     scores = sorted((run_dir / "eval").rglob("*.score.json"))
     mtimes = {p: p.stat().st_mtime_ns for p in scores}
@@ -78,24 +81,32 @@ def test_eval_rerun_skips_and_resumes_only_what_is_missing(run_dir):
     assert {p: p.stat().st_mtime_ns for p in scores} == mtimes
     victim = run_dir / "eval" / "base" / "tiny-gsm8k.score.json"
     victim.unlink()  # as if the run had been interrupted before writing it
+    # A samples file changed after its score was recorded: the pair is no longer current.
+    edited = run_dir / "eval" / "ict-seed0" / "tiny-mmlu-stem.samples.jsonl"
+    edited.write_text(edited.read_text().replace("correct", "wrong"))
     evaluate_run(run_dir, benchmarks=SUITES, workers=0, show_progress=False)
     assert victim.exists()
-    assert {p: p.stat().st_mtime_ns for p in scores if p != victim} == {
-        p: m for p, m in mtimes.items() if p != victim
+    redone = {victim, edited.with_name("tiny-mmlu-stem.score.json")}
+    assert {p: p.stat().st_mtime_ns for p in scores if p not in redone} == {
+        p: m for p, m in mtimes.items() if p not in redone
     }
+    record = read_score(edited.with_name("tiny-mmlu-stem.score.json"))
+    assert record.n_correct == scripted_policy(run_dir, "tiny-mmlu-stem", trained=True)
 
 
 def test_eval_same_seed_same_samples(run_dir):
-    first = evaluate_run(
-        run_dir, benchmarks=SUITES[:1], models=["base"], workers=0, show_progress=False
-    )
-    again = evaluate_run(
+    """The real sampler: the same seed draws the very same responses."""
+    samples = RunDir(run_dir).samples_path(BASE, "tiny-gsm8k")
+    evaluate_run(run_dir, benchmarks=SUITES[:1], models=["base"], workers=0, show_progress=False)
+    first = samples.read_bytes()
+    evaluate_run(
         run_dir, benchmarks=SUITES[:1], models=["base"], workers=0, force=True, show_progress=False
     )
-    assert first["base"]["tiny-gsm8k"]["pass_at"] == again["base"]["tiny-gsm8k"]["pass_at"]
+    assert samples.read_bytes() == first
+    assert all(len(p.responses) == 4 for p in SamplesFile.read(samples).problems)
 
 
-def test_sample_then_score_matches_eval(run_dir, tmp_path):
+def test_sample_then_score_matches_eval(run_dir, tmp_path, scripted_policy):
     runner = CliRunner()
     out = tmp_path / "responses.jsonl"
     result = runner.invoke(
@@ -134,12 +145,19 @@ def test_sample_then_score_matches_eval(run_dir, tmp_path):
         json.loads(x) for x in (tmp_path / "responses.verdicts.jsonl").read_text().splitlines()
     ]
     assert len(verdicts) == 32 and verdicts[0]["line"] == 1
-    # The same seed gives the same samples as eval, so the same pass@1.
+    # The same policy gives the same samples as eval: the same counts, the same pass@1.
     ours = evaluate_run(
         run_dir, benchmarks=["tiny-gsm8k"], models=["base"], workers=0, show_progress=False
     )
-    p1 = ours["base"]["tiny-gsm8k"]["pass_at"]["1"]
-    assert f"{100 * p1:.2f}" in flat(result.output)
+    record = ours[BASE]["tiny-gsm8k"]
+    counts = {q.id: 0 for q in record.problems}
+    for line in verdicts:
+        counts[line["id"]] += line["correct"]
+    assert (
+        list(counts.values()) == record.n_correct == scripted_policy(run_dir, "tiny-gsm8k", False)
+    )
+    assert record.pass_at[1] > 0
+    assert f"{100 * record.pass_at[1]:.2f}" in flat(result.output)
 
 
 def test_score_problems_by_hand():
@@ -267,9 +285,36 @@ def test_paper_benchmarks_from_a_local_folder_and_bad_names(tmp_path):
         load_task("gsm8k_train")
 
 
-# MERGE (cli branch): the final exit-2 check needs stages/eval.py's unknown-harness
-# ValueError (evaluate_run) to be a ConfigError.
-def test_eval_through_lm_eval_matches_our_scoring_of_the_same_samples(run_dir):
+@pytest.fixture
+def scripted_lm_eval(monkeypatch):
+    """lm-eval's HF model answers as the scripted policy does (by the document's index and
+    the repeat), so lm-eval's own pass@k is tested on known non-zero counts."""
+    from collections import Counter
+
+    from conftest import scripted_correct
+    from lm_eval.models.huggingface import HFLM
+
+    def generate_until(self, requests, disable_tqdm=False):
+        seen: Counter = Counter()
+        out = []
+        for req in requests:
+            j = seen[req.task_name, req.doc_id]
+            seen[req.task_name, req.doc_id] += 1
+            correct = j < scripted_correct(req.doc_id, trained=False)
+            out.append(scripted_response(_Gold(req.doc["answer"]), correct))
+        return out
+
+    monkeypatch.setattr(HFLM, "generate_until", generate_until)
+
+
+class _Gold:
+    def __init__(self, answer):
+        self.answer = answer
+
+
+def test_eval_through_lm_eval_matches_our_scoring_of_the_same_samples(
+    run_dir, scripted_lm_eval, scripted_policy
+):
     result = CliRunner().invoke(
         app,
         [
@@ -289,12 +334,14 @@ def test_eval_through_lm_eval_matches_our_scoring_of_the_same_samples(run_dir):
     )
     assert result.exit_code == 0, result.output
     for suite in SUITES:
-        record = json.loads((run_dir / "eval" / "base" / f"{suite}.score.json").read_text())
-        assert record["identity"]["backend"] == "lm-eval"
+        record = read_score(RunDir(run_dir).score_path(BASE, suite))
+        assert record.identity["backend"] == "lm-eval"
+        assert record.n_correct == scripted_policy(run_dir, suite, trained=False)
         # lm-eval's own pass@k (its process_results) equals ours on the very same samples.
-        for k in ("1", "4"):
-            assert record["lm_eval_pass_at"][k] == pytest.approx(record["pass_at"][k], abs=1e-12)
-        rows = (run_dir / "eval" / "base" / f"{suite}.samples.jsonl").read_text().splitlines()
-        assert len(rows) == 8 and all(len(json.loads(r)["responses"]) == 4 for r in rows)
+        for k in (1, 4):
+            assert record.pass_at[k] > 0
+            assert record.lm_eval_pass_at[k] == pytest.approx(record.pass_at[k], abs=1e-12)
+        samples = SamplesFile.read(RunDir(run_dir).samples_path(BASE, suite))
+        assert len(samples.problems) == 8 and all(len(p.responses) == 4 for p in samples.problems)
     bad = CliRunner().invoke(app, ["eval", "--run", str(run_dir), "--harness", "helm", "--quiet"])
     assert bad.exit_code == 2 and "unknown harness 'helm'; valid: ours, lm-eval" in flat(bad.output)

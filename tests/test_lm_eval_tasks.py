@@ -21,7 +21,7 @@ from ictrepro.data.records import Problem
 from ictrepro.data.suites import EVAL_SUITES
 from ictrepro.evaluate.lm_eval_bridge import (
     FILTER,
-    default_tasks_dir,
+    TASKS_DIR,
     doc_to_problem,
     problem_to_doc,
     read_logged_samples,
@@ -35,7 +35,6 @@ from ictrepro.presets import prepare_preset
 from ictrepro.stages.prepare import prepare
 from ictrepro.verify import Verifier
 
-TASKS_DIR = default_tasks_dir()
 TINY = {"ictrepro_" + s.replace("-", "_"): s for s in EVAL_SUITES}
 PAPER = {
     "ictrepro_math500": ("math500", 4),
@@ -449,5 +448,9 @@ def test_lm_eval_command_line(smoke_run, tmp_path):
     assert len(response_records(problems)) == 8
 
 
-def test_tasks_dir_is_the_repository_folder():
-    assert Path(__file__).resolve().parents[1] / "tasks" == TASKS_DIR
+def test_tasks_ship_inside_the_package():
+    """The tasks are package data (found wherever the package is installed)."""
+    import ictrepro
+
+    assert Path(ictrepro.__file__).resolve().parent / "tasks" == TASKS_DIR
+    assert (TASKS_DIR / "utils.py").is_file() and len(list(TASKS_DIR.glob("*.yaml"))) == 16

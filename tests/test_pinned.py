@@ -1,26 +1,32 @@
-"""Pinned results and `ictrepro check`: the repository's results/, and tampering detected."""
+"""Pinned results and `ictrepro check`: the repository's results/, and tampering detected.
+
+The re-run test pins a reproduction evaluated through the scripted policy
+(``conftest.script_policy``), so its pinned counts are known and not all zero.
+"""
 
 from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
+from conftest import flat, script_policy
 from typer.testing import CliRunner
 
 from ictrepro.cli import app
 from ictrepro.evaluate.passk import mean_pass_at_k
 from ictrepro.results.pinned import (
-    RESULTS_DIR,
     ResultsError,
     check_results,
     collect_scores,
+    load_provenance,
+    read_pinned_scores,
     write_manifest,
 )
 
-
-def flat(output: str) -> str:
-    return " ".join(output.split())
+#: The checkout's results/ (the tests run in it, but name it to not depend on that).
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
 
 
 @pytest.fixture
@@ -30,14 +36,26 @@ def results(tmp_path):
     return target
 
 
-def test_the_repository_results_check_out():
-    assert check_results() == []
+def test_the_repository_results_check_out(monkeypatch):
+    assert check_results(RESULTS_DIR) == []
+    monkeypatch.chdir(RESULTS_DIR.parent)
     result = CliRunner().invoke(app, ["check"])
     assert result.exit_code == 0 and "is intact" in flat(result.output)
 
 
-def test_pinned_tiny_scores_agree_with_their_samples():
-    rows = [json.loads(x) for x in (RESULTS_DIR / "tiny" / "scores.jsonl").read_text().splitlines()]
+def test_check_reads_results_of_the_current_directory(results, monkeypatch):
+    """Not the package's checkout: a tampered copy in the working directory fails."""
+    (results / "tiny" / "provenance.json").write_text("{}")
+    monkeypatch.chdir(results.parent)
+    result = CliRunner().invoke(app, ["check"])
+    assert result.exit_code == 1 and "provenance.json: modified" in flat(result.output)
+    monkeypatch.chdir(results.parent.parent)
+    result = CliRunner().invoke(app, ["check"])
+    assert result.exit_code == 1 and "results: no such folder" in flat(result.output)
+
+
+def test_pinned_tiny_scores_agree_with_their_counts():
+    rows = read_pinned_scores("tiny", RESULTS_DIR)
     assert len(rows) == 16 * 7  # base + 5 methods x 3 seeds, seven suites
     for row in rows:
         n = row["n_samples"]
@@ -51,8 +69,15 @@ def test_pinned_tiny_scores_agree_with_their_samples():
     [
         (lambda r: (r / "tiny" / "provenance.json").write_text("{}"), "provenance.json: modified"),
         (
-            lambda r: (r / "paper" / "gains.json").unlink(),
-            "gains.json: listed in the manifest but missing",
+            lambda r: (r / "tiny" / "report.md").unlink(),
+            "report.md: listed in the manifest but missing",
+        ),
+        (lambda r: (r / "MANIFEST.sha256").unlink(), "MANIFEST.sha256: missing"),
+        (
+            lambda r: (r / "MANIFEST.sha256").write_text(
+                "not a digest  tiny/x\n" + (r / "MANIFEST.sha256").read_text()
+            ),
+            "MANIFEST.sha256:1: not '<sha256>",
         ),
         (lambda r: (r / "tiny" / "extra.json").write_text("{}"), "extra.json: not in the manifest"),
     ],
@@ -82,31 +107,96 @@ def test_truncated_and_malformed_scores_are_named_even_with_a_fresh_manifest(res
     assert any("scores.jsonl:1: missing field 'pass_at'" in p for p in problems)
 
 
-def test_pin_copies_a_run_and_rewrites_the_manifest(tmp_path):
-    from ictrepro.presets import prepare_preset
+def _rewrite_first_score(results, edit) -> None:
+    """Edit the first record of tiny/scores.jsonl and rewrite the manifest, so only the
+    schema and the recomputation can catch the edit."""
+    scores = results / "tiny" / "scores.jsonl"
+    rows = [json.loads(x) for x in scores.read_text().splitlines()]
+    edit(rows[0])
+    scores.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_manifest(results)
+
+
+def test_an_edited_pass_at_is_caught_from_the_counts(results):
+    first = read_pinned_scores("tiny", results)[0]
+    assert 0 < first["pass_at"]["1"] < 1
+    _rewrite_first_score(results, lambda r: r["pass_at"].update({"1": r["pass_at"]["1"] + 0.01}))
+    problems = check_results(results)
+    assert problems == [
+        f"{results / 'tiny' / 'scores.jsonl'}:1: pass_at[1] = {first['pass_at']['1'] + 0.01!r}, "
+        f"but the counts give {mean_pass_at_k([4] * len(first['n_correct']), first['n_correct'], 1)!r}"
+    ]
+    with pytest.raises(ResultsError, match=r"scores.jsonl:1: pass_at\[1\]"):
+        read_pinned_scores("tiny", results)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda r: r["n_correct"].__setitem__(0, 5),
+            "field 'n_correct' must hold integers in [0, n_samples]",
+        ),
+        (
+            lambda r: r["n_correct"].__setitem__(0, -1),
+            "field 'n_correct' must hold integers in [0, n_samples]",
+        ),
+        (
+            lambda r: r["pass_at"].update({"4": 1.5}),
+            "field 'pass_at' must map k to a value in [0, 1]",
+        ),
+        (
+            lambda r: r["pass_at"].update({"x": 0.5}),
+            "field 'pass_at' must map k to a value in [0, 1]",
+        ),
+        (lambda r: r["pass_at"].update({"8": 0.5}), "pass_at[8] has no counts to be computed from"),
+        (lambda r: r.update(seed="0"), "field 'seed' has the wrong type"),
+    ],
+)
+def test_out_of_range_fields_are_named(results, edit, message):
+    _rewrite_first_score(results, edit)
+    problems = check_results(results)
+    assert len(problems) == 1 and f"scores.jsonl:1: {message}" in problems[0], problems
+
+
+def test_missing_and_malformed_provenance(results):
+    (results / "tiny" / "provenance.json").write_text("{oops")
+    with pytest.raises(ResultsError, match=r"provenance.json: not valid JSON"):
+        load_provenance("tiny", results)
+    with pytest.raises(ResultsError, match=r"no pinned results of preset 'nope'"):
+        load_provenance("nope", results)
+    (results / "tiny" / "provenance.json").unlink()
+    write_manifest(results)
+    assert check_results(results) == [f"{results / 'tiny' / 'provenance.json'}: missing"]
+
+
+def test_pin_copies_a_run_and_rewrites_the_manifest(smoke_world, tmp_path, scripted_policy):
+    from conftest import copy_world
+
     from ictrepro.results.pinned import pin_run
     from ictrepro.stages.eval import evaluate_run
-    from ictrepro.stages.prepare import prepare
 
-    run_dir = tmp_path / "run"
-    prepare(prepare_preset("tiny-smoke", seed=0), run_dir, show_progress=False)
+    run_dir = copy_world(smoke_world, tmp_path / "run")
     evaluate_run(run_dir, benchmarks=["tiny-gsm8k"], workers=0, show_progress=False)
     results = tmp_path / "results"
     with pytest.raises(ResultsError, match=r"no reproduce\.json .* with --jobs"):
         pin_run(run_dir, "tiny-smoke", results_dir=results)
     out = pin_run(run_dir, "tiny-smoke", results_dir=results, jobs=1)
-    problems = check_results(results)  # only the paper data are absent from this folder
-    assert problems and all("paper" in p for p in problems)
-    assert [r["model"] for r in collect_scores(run_dir)] == ["base"]
+    assert check_results(results) == []
+    [pinned] = read_pinned_scores("tiny-smoke", results)
+    assert pinned["model"] == "base" and pinned["n_samples"] == 4
+    assert pinned["n_correct"] == scripted_policy(run_dir, "tiny-gsm8k", trained=False)
+    assert pinned["pass_at"]["1"] == mean_pass_at_k([4] * 8, pinned["n_correct"], 1) > 0
+    assert collect_scores(run_dir) == [pinned]
     assert (out / "scores.jsonl").is_file() and (results / "MANIFEST.sha256").is_file()
 
 
-def test_rerun_reproduces_the_pinned_subset_and_catches_a_change(tmp_path):
+def test_rerun_reproduces_the_pinned_subset_and_catches_a_change(tmp_path, monkeypatch):
     from ictrepro.results.pinned import pin_run, rerun_check
     from ictrepro.stages.reproduce import make_plan, reproduce
 
+    expected = script_policy(monkeypatch)
     results = tmp_path / "results"
-    shutil.copytree(RESULTS_DIR / "paper", results / "paper")
     first = tmp_path / "first"
     reproduce(
         make_plan("tiny-smoke", first, methods=("grpo", "ict"), seeds=(0,)), show_progress=False
@@ -117,12 +207,18 @@ def test_rerun_reproduces_the_pinned_subset_and_catches_a_change(tmp_path):
         json.loads((results / "tiny-smoke" / "provenance.json").read_text())["training_jobs"] == 1
     )
     assert check_results(results) == []
+    pinned = {(r["model"], r["benchmark"]): r for r in read_pinned_scores("tiny-smoke", results)}
+    assert pinned["grpo-seed0", "tiny-gsm8k"]["n_correct"] == expected(first, "tiny-gsm8k", True)
     mode, problems = rerun_check("tiny-smoke", tmp_path / "again", results_dir=results)
     assert (mode, problems) == ("identical", [])
     # Change one pinned count, as an unintended change of the code would.
     scores = results / "tiny-smoke" / "scores.jsonl"
     rows = [json.loads(x) for x in scores.read_text().splitlines()]
     rows[0]["n_correct"][0] = 4 - rows[0]["n_correct"][0]
+    rows[0]["pass_at"] = {
+        k: mean_pass_at_k([4] * len(rows[0]["n_correct"]), rows[0]["n_correct"], int(k))
+        for k in rows[0]["pass_at"]
+    }
     scores.write_text("".join(json.dumps(r) + "\n" for r in rows))
     mode, problems = rerun_check("tiny-smoke", tmp_path / "again", results_dir=results)
     assert mode == "identical"

@@ -33,6 +33,7 @@ from ictrepro.report.aggregate import score_average, score_cell
 from ictrepro.report.labels import label
 from ictrepro.report.load import ProblemScores, load_run
 from ictrepro.results.paper import PAPER_DIR, PaperDataError, load_paper
+from ictrepro.rundir import ModelId, ProblemCount, RunDir, ScoreRecord
 
 N = {"tiny-gsm8k": 4, "tiny-math500": 5, "tiny-aime24": 4}
 #: n_correct per problem: CORRECT[model][benchmark].
@@ -54,40 +55,23 @@ def _std(a: float, b: float) -> float:
 
 
 def write_eval(run: Path, model: str, bench: str, correct: list[int], *, ungradable: int = 0):
+    """A score record of ``model`` on ``bench`` with these per-problem correct counts."""
     n = N[bench]
-    rows = [
-        {
-            "id": f"{bench}-{i}",
-            "responses": [f"r{j}" for j in range(n)],
-            "verdicts": ["correct"] * c + ["wrong"] * (n - c),
-            "n_correct": c,
-        }
-        for i, c in enumerate(correct)
-    ]
-    rows += [
-        {
-            "id": f"{bench}-u{i}",
-            "responses": ["x"] * n,
-            "verdicts": ["ungradable"] * n,
-            "n_correct": n,
-        }
-        for i in range(ungradable)
-    ]
-    folder = run / "eval" / model
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{bench}.samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    score = {
-        "benchmark": bench,
-        "model": model,
-        "pass_at": {"1": 0.99, "4": 0.99},  # deliberately wrong: the report must not use it
-        "n_problems": len(correct),
-        "identity": {
+    record = ScoreRecord(
+        benchmark=bench,
+        model=ModelId.parse(model),
+        pass_at={1: 0.99, 4: 0.99},  # deliberately wrong: the report must use the counts
+        problems=tuple(ProblemCount(f"{bench}-{i}", n, c) for i, c in enumerate(correct)),
+        ungradable=tuple(f"{bench}-u{i}" for i in range(ungradable)),
+        identity={
             "settings": {"sampling": {**SETTINGS, "n": n}, "ks": [1, 4]},
             "backend": "hf",
             "seed": 0,
         },
-    }
-    (folder / f"{bench}.score.json").write_text(json.dumps(score))
+    )
+    run_dir = RunDir(run)
+    run_dir.eval_dir(record.model).mkdir(parents=True, exist_ok=True)
+    record.write(run_dir.score_path(record.model, bench))
 
 
 def write_metrics(run: Path, method: str, seed: int, *, js: bool = True):
@@ -162,7 +146,7 @@ def test_cells_are_recomputed_from_the_samples(built):
     for cell in report.cells["ict"].values():
         for s in cell.scores.values():
             assert s.ci_low <= s.mean <= s.ci_high
-    assert any("score.json records pass@1 = 0.990000" in n for n in report.notes)
+    assert any("records pass@1 = 0.990000" in n for n in report.notes)
 
 
 def test_average_over_benchmarks_is_mean_over_seeds_of_per_seed_averages(built):
@@ -280,11 +264,11 @@ def test_score_run_alone_has_every_note_and_the_report_is_frozen(tmp_path):
 
 def test_only_the_chosen_methods_are_read(tmp_path):
     run = make_run(tmp_path)
-    (run / "eval" / "stapo-seed0" / "tiny-gsm8k.samples.jsonl").write_text("{broken\n")
+    (run / "eval" / "stapo-seed0" / "tiny-gsm8k.score.json").write_text("{broken\n")
     report = score_run(run, methods=("ict", "grpo"), baselines=("grpo",))
     assert report.methods == ("base", "ict", "grpo")
     assert set(report.cells) == {"base", "ict", "grpo"}
-    with pytest.raises(ValueError, match=r"stapo-seed0/tiny-gsm8k\.samples\.jsonl:1"):
+    with pytest.raises(DataError, match=r"stapo-seed0/tiny-gsm8k\.score\.json: not valid JSON"):
         score_run(run)
 
 
@@ -295,15 +279,16 @@ def test_unreadable_runs_and_samples_name_the_problem(tmp_path):
     with pytest.raises(RunDirError, match="run `ictrepro train` and `ictrepro eval` first"):
         load_run(tmp_path / "empty")
     run = make_run(tmp_path)
-    samples = run / "eval" / "ict-seed0" / "tiny-gsm8k.samples.jsonl"
-    rows = [json.loads(line) for line in samples.read_text().splitlines()]
-    rows[1]["n_correct"] = 9  # of 4 responses
-    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(DataError, match=rf"{samples}:2: correct count c must be in \[0, n=4\]"):
+    path = run / "eval" / "ict-seed0" / "tiny-gsm8k.score.json"
+    record = json.loads(path.read_text())
+    record["problems"][1][2] = 9  # of 4 responses
+    path.write_text(json.dumps(record))
+    with pytest.raises(
+        DataError, match=rf"{path}: problems\[1\] must be \[id, n_samples, n_correct\]"
+    ):
         load_run(run)
-    rows[1]["n_correct"] = 1
-    rows[1]["id"] = "another-problem"
-    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    record["problems"][1] = ["another-problem", 4, 1]
+    path.write_text(json.dumps(record))
     with pytest.raises(DataError, match="have different gradable problems"):
         score_run(run)
 

@@ -6,15 +6,12 @@ import json
 import shutil
 
 import pytest
+from conftest import flat
 from typer.testing import CliRunner
 
 from ictrepro.cli import app
 from ictrepro.runs import load_record
 from ictrepro.stages.reproduce import make_plan, reproduce
-
-
-def flat(output: str) -> str:
-    return " ".join(output.split())
 
 
 def stamps(run_dir):

@@ -26,10 +26,13 @@ import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from ictrepro.data.benchmarks import BENCHMARKS
 from ictrepro.data.records import Problem
-from ictrepro.errors import ConfigError
+from ictrepro.errors import ConfigError, DataError
+from ictrepro.io import read_jsonl_numbered
+from ictrepro.rundir import RunDir
 
 Generated = tuple[str, str, str, tuple[str, ...] | None]
 """(problem, solution, answer, choices) of one generated item."""
@@ -315,3 +318,26 @@ def generate_suite(
     test = _draw(suite, "test", seed, n_test, exclude=excluded)
     train = _draw(suite, "train", seed, n_train, exclude=excluded | {p.problem for p in test})
     return {"train": train, "test": test}
+
+
+# ------------------------------------------------------------------ the evaluation side
+
+
+def is_tiny_suite(name: str) -> bool:
+    """Whether ``name`` is one of the seven tiny evaluation suites (``config.EVAL_SUITES``)."""
+    return name in EVAL_SUITES
+
+
+def load_test_split(run_dir: Path, suite: str) -> list[Problem]:
+    """The test problems of tiny suite ``suite`` that ``ictrepro prepare`` wrote into
+    ``run_dir`` (``RUN/data/test/<suite>.jsonl``); a clear error when it is not there."""
+    path = RunDir(run_dir).test_suite(suite)
+    if not path.is_file():
+        raise DataError(
+            f"{path} does not exist; prepare the run first (`ictrepro prepare --out {run_dir}`)"
+        )
+    try:
+        numbered = read_jsonl_numbered(path)
+    except ValueError as e:  # names the file and line
+        raise DataError(str(e)) from None
+    return [Problem.from_json(r, where=f"{path}:{n}") for n, r in numbered]

@@ -1,4 +1,4 @@
-"""Run the ``ictrepro_*`` lm-eval tasks (``tasks/`` at the repository root) from Python.
+"""Run the ``ictrepro_*`` lm-eval tasks (``ictrepro/tasks/``, package data) from Python.
 
 :func:`run_lm_eval` calls ``lm_eval.simple_evaluate`` with the chat template applied and
 every sample logged, and returns, per task, lm-eval's pass@k and, per problem, the
@@ -124,18 +124,17 @@ class TaskResult:
 # ------------------------------------------------------------------------------- running
 
 
-def default_tasks_dir() -> Path:
-    """``tasks/`` of the repository this package is checked out in (an editable install)."""
-    return Path(__file__).resolve().parents[2] / "tasks"
+#: The task YAMLs and their ``utils.py``, shipped inside the package (package data), so
+#: every install has them: ``lm_eval --include_path`` takes this folder.
+TASKS_DIR = Path(__file__).resolve().parents[1] / "tasks"
 
 
 def _tasks_dir(tasks_dir: str | Path | None) -> Path:
-    path = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
+    path = Path(tasks_dir) if tasks_dir is not None else TASKS_DIR
     if not (path / "utils.py").is_file():
-        where = "tasks_dir" if tasks_dir is not None else "the repository's tasks/ folder"
         raise FileNotFoundError(
-            f"{where} ({path}) holds no ictrepro lm-eval tasks; when the package is not "
-            "installed from a checkout, pass tasks_dir=<checkout>/tasks"
+            f"{path} holds no ictrepro lm-eval tasks (no utils.py); pass "
+            "tasks_dir=<the folder of the ictrepro_*.yaml files>"
         )
     return path
 
@@ -232,7 +231,7 @@ def run_lm_eval(
         model, model_args: lm-eval model type and extra arguments (``pretrained`` is
             ``model_dir``), e.g. ``model="vllm", model_args={"gpu_memory_utilization": 0.8}``.
         lm: an ``lm_eval.api.model.LM`` instance to use instead of building one.
-        tasks_dir: the ``tasks/`` folder, if this package is not installed from a checkout.
+        tasks_dir: a folder of task YAMLs to use instead of the package's (:data:`TASKS_DIR`).
         bootstrap_iters: passed to lm-eval (the pass@k aggregation has no stderr either way).
     """
     import lm_eval

@@ -1,23 +1,20 @@
 """Reading a run directory for the report: the only module of :mod:`ictrepro.report` that
-opens files.
+opens files, all through :mod:`ictrepro.rundir`.
 
 :func:`load_run` reads
 
-- ``RUN/eval/<model>/<benchmark>.samples.jsonl``: per problem, ``n_correct`` and the number
-  of ``responses``, from which each problem's pass@1 and pass@4 are computed;
-- ``RUN/eval/<model>/<benchmark>.score.json``: the decoding settings, and the recorded
-  pass@k (only compared with the recomputed one);
-- ``RUN/train/<method>-seed<s>/metrics.jsonl``: the training curves;
+- every score record (``RUN/eval/<model>/<benchmark>.score.json``): per problem, the
+  number of samples and of correct ones, from which each problem's pass@1 and pass@4 are
+  computed; the decoding settings; the recorded pass@k (only compared with the
+  recomputed one). Pinned baselines (``ictrepro compare``) are score records too;
+- ``RUN/train/<model>/metrics.jsonl``: the training curves;
 - ``RUN/prepare.json`` and ``RUN/train/*/train.json``: the preset, and each training run's
   ``config.rl``.
-
-``<model>`` is ``base`` or ``<method>-seed<s>``.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +25,10 @@ import numpy as np
 from ictrepro.errors import DataError, RunDirError
 from ictrepro.evaluate.passk import pass_at_k
 from ictrepro.io import read_jsonl
+from ictrepro.rundir import ModelId, RunDir, ScoreRecord, read_score
+from ictrepro.runs import record_path
 
-BASE = "base"
-_MODEL = re.compile(r"^(?P<method>.+)-seed(?P<seed>\d+)$")
-_SAMPLES = ".samples.jsonl"
+BASE = ModelId.BASE_NAME
 
 Seed = int | None
 """A training seed; None for the base model, which is one model."""
@@ -79,140 +76,63 @@ class LoadedRun:
 
 
 def load_run(run_dir: Path | str, methods: Collection[str] | None = None) -> LoadedRun:
-    """Read ``run_dir``: every model's samples, or only ``methods``' (and the base model's).
+    """Read ``run_dir``: every model's scores, or only ``methods``' (and the base model's).
 
-    Raises :class:`RunDirError` if the run directory does not exist or has neither
-    evaluation samples nor training metrics."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RunDirError(f"run directory {run_dir} does not exist")
-    evaluated, trained = _find_samples(run_dir), _find_metrics(run_dir)
-    if not evaluated and not trained:
+    Raises :class:`RunDirError` if the run directory does not exist or has neither score
+    records nor training metrics."""
+    run = RunDir(Path(run_dir))
+    if not run.root.is_dir():
+        raise RunDirError(f"run directory {run.root} does not exist")
+
+    def keep(model: ModelId) -> bool:
+        return methods is None or model.is_base or model.method in methods
+
+    score_files = {m: files for m, files in run.score_files().items() if keep(m)}
+    metrics = {m: path for m, path in run.training_metrics().items() if keep(m)}
+    if not score_files and not metrics:
         raise RunDirError(
-            f"{run_dir} has no eval/<model>/*.samples.jsonl and no train/*/metrics.jsonl; "
+            f"{run.root} has no eval/<model>/*.score.json and no train/*/metrics.jsonl; "
             "run `ictrepro train` and `ictrepro eval` first"
         )
-
-    def keep(method: str) -> bool:
-        return methods is None or method == BASE or method in methods
-
+    evaluated: dict[str, dict[Seed, dict[str, ProblemScores]]] = {}
+    for model, files in score_files.items():
+        scores = {bench: problem_scores(path) for bench, path in files.items()}
+        evaluated.setdefault(model.method, {})[model.seed] = scores
+    trained: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for model, path in metrics.items():
+        trained.setdefault(model.method, {})[model.seed] = read_jsonl(path)
     return LoadedRun(
-        run_dir=run_dir,
-        presets=_presets(run_dir),
-        evaluated={
-            m: {s: {b: read_samples(p) for b, p in files.items()} for s, files in per.items()}
-            for m, per in evaluated.items()
-            if keep(m)
+        run_dir=run.root,
+        presets=_presets(run),
+        evaluated=evaluated,
+        trained=trained,
+        rl_configs={
+            model.name: (model.method, rl)
+            for model, folder in run.training_runs().items()
+            if keep(model) and (rl := _config(record_path(folder, "train"), "rl")) is not None
         },
-        trained={
-            m: {s: read_jsonl(p) for s, p in per.items()} for m, per in trained.items() if keep(m)
-        },
-        rl_configs={k: v for k, v in _rl_configs(run_dir).items() if keep(v[0])},
     )
 
 
-def read_samples(path: Path) -> ProblemScores:
-    """Per-problem pass@1 and pass@4 of one ``samples.jsonl``, computed from ``n_correct``
-    and the number of responses; problems with an "ungradable" verdict are left out."""
-    ids, p1, p4, ns, ungradable = [], [], [], set(), 0
-    for lineno, row in enumerate(read_jsonl(path), start=1):
-        where = f"{path}:{lineno}"
-        for key in ("id", "responses", "verdicts", "n_correct"):
-            if key not in row:
-                raise DataError(f"{where}: missing field {key!r}")
-        if "ungradable" in row["verdicts"]:
-            ungradable += 1
-            continue
-        n, c = len(row["responses"]), row["n_correct"]
-        if len(row["verdicts"]) != n:
-            raise DataError(f"{where}: {len(row['verdicts'])} verdicts for {n} responses")
-        try:
-            p1.append(pass_at_k(n, c, 1))
-            p4.append(pass_at_k(n, c, 4))
-        except (TypeError, ValueError) as e:  # a bad count in the file, named by line
-            raise DataError(f"{where}: {e}") from None
-        ids.append(str(row["id"]))
-        ns.add(n)
-    if len(set(ids)) != len(ids):
-        raise DataError(f"{path}: a problem id occurs more than once")
-    settings, recorded = _read_score_file(path)
+def problem_scores(path: Path) -> ProblemScores:
+    """Per-problem pass@1 and pass@4 of one score record, from its counts (problems with
+    an ungradable gold answer are not in them)."""
+    record: ScoreRecord = read_score(path)
+    try:
+        p1 = [pass_at_k(p.n_samples, p.n_correct, 1) for p in record.problems]
+        p4 = [pass_at_k(p.n_samples, p.n_correct, 4) for p in record.problems]
+    except (TypeError, ValueError) as e:  # a count the estimator refuses, named by file
+        raise DataError(f"{path}: {e}") from None
     return ProblemScores(
         path,
-        tuple(ids),
+        tuple(p.id for p in record.problems),
         np.asarray(p1, dtype=np.float64),
         np.asarray(p4, dtype=np.float64),
-        tuple(sorted(ns)),
-        ungradable,
-        settings,
-        recorded,
+        tuple(sorted({p.n_samples for p in record.problems})),
+        len(record.ungradable),
+        record.settings(),
+        {str(k): v for k, v in record.pass_at.items()},
     )
-
-
-def _read_score_file(samples_path: Path) -> tuple[dict[str, Any] | None, dict[str, float] | None]:
-    """Decoding settings and recorded pass@k from the ``score.json`` beside a samples file;
-    an unreadable one counts as absent (the samples alone give every score)."""
-    path = samples_path.with_name(samples_path.name.removesuffix(_SAMPLES) + ".score.json")
-    if not path.is_file():
-        return None, None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return None, None
-    identity = record.get("identity") or {}
-    sampling = (identity.get("settings") or {}).get("sampling")
-    settings = None
-    if sampling is not None:
-        settings = {
-            **sampling,
-            "ks": (identity.get("settings") or {}).get("ks"),
-            "backend": identity.get("backend"),
-            "seed": identity.get("seed"),
-        }
-    recorded = record.get("pass_at")
-    return settings, recorded if isinstance(recorded, dict) else None
-
-
-def parse_model(name: str) -> tuple[str, Seed] | None:
-    """``(method, seed)`` of a model folder name (``base`` or ``<method>-seed<s>``)."""
-    if name == BASE:
-        return BASE, None
-    m = _MODEL.match(name)
-    return (m["method"], int(m["seed"])) if m else None
-
-
-def _find_samples(run_dir: Path) -> dict[str, dict[Seed, dict[str, Path]]]:
-    """``{method: {seed: {benchmark: samples path}}}`` under ``RUN/eval/``."""
-    found: dict[str, dict[Seed, dict[str, Path]]] = {}
-    root = run_dir / "eval"
-    if not root.is_dir():
-        return found
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        parsed = parse_model(folder.name)
-        if parsed is None:
-            continue
-        method, seed = parsed
-        files = {p.name.removesuffix(_SAMPLES): p for p in sorted(folder.glob(f"*{_SAMPLES}"))}
-        if files:
-            found.setdefault(method, {})[seed] = files
-    return found
-
-
-def _find_metrics(run_dir: Path) -> dict[str, dict[int, Path]]:
-    """``{method: {seed: metrics.jsonl}}`` under ``RUN/train/``."""
-    found: dict[str, dict[int, Path]] = {}
-    root = run_dir / "train"
-    if not root.is_dir():
-        return found
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        parsed = parse_model(folder.name)
-        if parsed is None or parsed[1] is None or not (folder / "metrics.jsonl").is_file():
-            continue
-        found.setdefault(parsed[0], {})[parsed[1]] = folder / "metrics.jsonl"
-    return found
-
-
-def _train_records(run_dir: Path) -> list[Path]:
-    return sorted((run_dir / "train").glob("*/train.json"))
 
 
 def _config(path: Path, *keys: str) -> Any:
@@ -227,19 +147,11 @@ def _config(path: Path, *keys: str) -> Any:
     return value
 
 
-def _presets(run_dir: Path) -> tuple[str, ...]:
+def _presets(run: RunDir) -> tuple[str, ...]:
     """Presets recorded by ``prepare.json`` and the training runs' ``train.json``."""
-    records = [run_dir / "prepare.json", *_train_records(run_dir)]
+    records = [
+        run.record("prepare"),
+        *(record_path(d, "train") for d in run.training_runs().values()),
+    ]
     presets = {str(p) for p in (_config(path, "preset") for path in records) if p is not None}
     return tuple(sorted(presets))
-
-
-def _rl_configs(run_dir: Path) -> dict[str, tuple[str, dict[str, Any]]]:
-    """``{run folder: (method, config.rl)}`` of the ``train.json`` files, in name order."""
-    out = {}
-    for path in _train_records(run_dir):
-        parsed = parse_model(path.parent.name)
-        rl = _config(path, "rl")
-        if parsed is not None and rl is not None:
-            out[path.parent.name] = (parsed[0], rl)
-    return out

@@ -213,7 +213,7 @@ def _cell_notes(cells: Mapping[str, Mapping[str, Cell]], benchmarks: Sequence[st
 
 
 def _consistency_notes(loaded: Loaded) -> list[str]:
-    """Where a score file's recorded pass@k differs from the one recomputed from samples."""
+    """Where a score record's pass@k differs from the one recomputed from its counts."""
     notes = []
     for (m, s, b), ps in loaded.items():
         if not ps.recorded or not ps.ids:
@@ -223,8 +223,8 @@ def _consistency_notes(loaded: Loaded) -> list[str]:
             if isinstance(theirs, (int, float)) and abs(theirs - ours) > 1e-9:
                 model = BASE if s is None else f"{m}-seed{s}"
                 notes.append(
-                    f"{model} on {b}: score.json records pass@{k} = {theirs:.6f}, the samples "
-                    f"give {ours:.6f}; the report uses the samples."
+                    f"{model} on {b}: the score record records pass@{k} = {theirs:.6f}, its "
+                    f"per-problem counts give {ours:.6f}; the report uses the counts."
                 )
     return notes
 

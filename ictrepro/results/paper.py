@@ -1,4 +1,9 @@
-"""The paper's reported numbers, loaded from ``results/paper/*.json`` and validated.
+"""The paper's reported numbers, loaded from ``ictrepro/results/paper_numbers/*.json`` and
+validated.
+
+They are fixed reference data, not results of this project, so they ship inside the package
+(package data): ``ictrepro report`` finds them wherever the package is installed, and
+``results/`` holds only the project's own pinned results.
 
 Three files, each with a ``source`` field (arXiv id, which table, caveats):
 
@@ -22,8 +27,8 @@ from typing import Any
 
 from ictrepro.errors import DataError
 
-#: ``results/paper/`` of the repository (the package is installed editable).
-PAPER_DIR = Path(__file__).resolve().parents[2] / "results" / "paper"
+#: The paper's numbers, shipped as package data.
+PAPER_DIR = Path(__file__).resolve().parent / "paper_numbers"
 METRICS = ("p1", "p4", "total")
 #: Rounding slack when checking Total = (P@1 + P@4) / 2 and the headline mean.
 _TOLERANCE = 0.0051
@@ -259,7 +264,8 @@ def load_ablation(path: Path) -> PaperAblation:
 
 
 def load_paper(paper_dir: Path | str | None = None) -> PaperNumbers:
-    """The paper's numbers from ``paper_dir`` (default ``results/paper/``), validated."""
+    """The paper's numbers from ``paper_dir`` (default: the package's, :data:`PAPER_DIR`),
+    validated."""
     root = Path(paper_dir) if paper_dir is not None else PAPER_DIR
     averages = load_averages(root / "averages.json")
     gains = load_gains(root / "gains.json")

@@ -1,5 +1,9 @@
 """Hash-pinned results: the project's own results of a preset, and a manifest of ``results/``.
 
+``results/`` is the folder given (``ictrepro check --results``), by default ``results/`` in
+the current directory, never a folder found from where the package is installed: checking
+a checkout means running in it (or naming its ``results/``).
+
 ``results/<preset>/`` holds what a reproduction of ``<preset>`` produced:
 
 - ``scores.jsonl``: one line per (model, benchmark): ``model`` (``base`` or
@@ -12,7 +16,9 @@
 
 ``results/MANIFEST.sha256`` lists ``<sha256>  <path>`` for every file under ``results/``.
 ``check_results`` verifies the manifest (a modified, truncated, missing or unlisted file is
-named) and the schema of every result file. ``pin_run`` copies a run's results in and
+named), the schema of every result file and each ``pass_at`` against the one recomputed
+from the counts (so an edited number is caught even under a rewritten manifest), and the
+paper's numbers shipped with the package. ``pin_run`` copies a run's results in and
 rewrites the manifest: that is how results are re-pinned after an intended change.
 """
 
@@ -25,9 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from ictrepro.errors import DataError
+from ictrepro.evaluate.passk import mean_pass_at_k
 from ictrepro.io import atomic_write_json, atomic_write_jsonl, atomic_write_text, sha256_file
+from ictrepro.rundir import RunDir
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
+#: Relative: ``results/`` of the current directory, as ``ictrepro check --help`` says.
+RESULTS_DIR = Path("results")
 MANIFEST = "MANIFEST.sha256"
 SCORE_FIELDS = {
     "model": str,
@@ -38,7 +47,9 @@ SCORE_FIELDS = {
     "n_samples": int,
     "pass_at": dict,
 }
-_MODEL = re.compile(r"^(base|(?P<method>[A-Za-z0-9_.-]+)-seed(?P<seed>\d+))$")
+#: |recorded - recomputed| pass@k allowed: the same counts give the same bits, so only
+#: float formatting may differ.
+PASS_AT_TOLERANCE = 1e-12
 
 
 class ResultsError(DataError):
@@ -49,33 +60,45 @@ class ResultsError(DataError):
 
 
 def collect_scores(run_dir: Path) -> list[dict[str, Any]]:
-    """One record per (model, benchmark) of ``RUN/eval``, from the per-problem samples."""
+    """One pinned record per (model, benchmark) of ``RUN/eval``, from its score record."""
     records = []
-    for samples in sorted((Path(run_dir) / "eval").glob("*/*.samples.jsonl")):
-        model, benchmark = samples.parent.name, samples.name.removesuffix(".samples.jsonl")
-        match = _MODEL.match(model)
-        if match is None:
-            raise ResultsError(f"{samples}: model folder {model!r} is not base or <method>-seed<s>")
-        rows = [json.loads(line) for line in samples.read_text(encoding="utf-8").splitlines()]
-        gradable = [r for r in rows if "ungradable" not in r["verdicts"]]
-        sizes = {len(r["responses"]) for r in gradable}
-        if len(sizes) > 1:
-            raise ResultsError(f"{samples}: problems have different numbers of samples {sizes}")
-        score = json.loads(samples.with_name(f"{benchmark}.score.json").read_text("utf-8"))
-        records.append(
-            {
-                "model": model,
-                "method": match["method"] or "base",
-                "seed": int(match["seed"]) if match["seed"] else None,
-                "benchmark": benchmark,
-                "n_correct": [r["n_correct"] for r in gradable],
-                "n_samples": sizes.pop() if sizes else 0,
-                "pass_at": score["pass_at"],
-                "identity": score["identity"],
-            }
-        )
+    for model, per in RunDir(run_dir).load_scores().items():
+        for benchmark, score in per.items():
+            sizes = {p.n_samples for p in score.problems}
+            if len(sizes) > 1:
+                raise ResultsError(
+                    f"{RunDir(run_dir).score_path(model, benchmark)}: problems have different "
+                    f"numbers of samples {sorted(sizes)}; a pinned record needs one"
+                )
+            records.append(
+                {
+                    "model": model.name,
+                    "method": model.method,
+                    "seed": model.seed,
+                    "benchmark": benchmark,
+                    "n_correct": score.n_correct,
+                    "n_samples": sizes.pop() if sizes else 0,
+                    "pass_at": {str(k): v for k, v in score.pass_at.items()},
+                    "identity": score.identity,
+                }
+            )
     if not records:
         raise ResultsError(f"{run_dir} has no evaluation results (run `ictrepro eval` first)")
+    return records
+
+
+def read_pinned_scores(preset: str, results_dir: Path = RESULTS_DIR) -> list[dict[str, Any]]:
+    """The records of ``results_dir/<preset>/scores.jsonl`` (fields: module docstring); a
+    malformed line is named (file:line) with the field."""
+    path = Path(results_dir) / preset / "scores.jsonl"
+    if not path.is_file():
+        raise ResultsError(f"{path} is missing; pin a run with `ictrepro check --pin RUN`")
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        record, problems = _parse_score_line(line, f"{path}:{number}")
+        if problems:
+            raise ResultsError("; ".join(problems))
+        records.append(record)
     return records
 
 
@@ -93,6 +116,7 @@ def pin_run(
     from ictrepro.stages.reproduce import recorded_jobs
 
     run_dir = Path(run_dir)
+    rundir = RunDir(run_dir)
     jobs = jobs or recorded_jobs(run_dir)
     if jobs is None:
         raise ResultsError(
@@ -102,10 +126,10 @@ def pin_run(
     scores = collect_scores(run_dir)
     prepare = load_record(run_dir, "prepare") or {}
     training = {}
-    for folder in sorted((run_dir / "train").glob("*")):
+    for model, folder in rundir.training_runs().items():
         record = load_record(folder, "train")
         if record is not None and record["status"] == "done":
-            training[folder.name] = {
+            training[model.name] = {
                 "config_sha256": record["config_sha256"],
                 "outputs_sha256": sorted(record["outputs"].items()),
             }
@@ -125,7 +149,7 @@ def pin_run(
     out = Path(results_dir) / preset
     atomic_write_jsonl(out / "scores.jsonl", scores)
     atomic_write_json(out / "provenance.json", provenance)
-    report = run_dir / "report" / "report.md"
+    report = rundir.report_dir / "report.md"
     if report.is_file():  # the readable form of the same numbers (`ictrepro report`)
         atomic_write_text(out / "report.md", report.read_text(encoding="utf-8"))
     write_manifest(results_dir)
@@ -148,14 +172,17 @@ def write_manifest(results_dir: Path = RESULTS_DIR) -> Path:
 
 
 def check_results(results_dir: Path = RESULTS_DIR) -> list[str]:
-    """Problems found in ``results_dir`` (empty when everything checks out)."""
+    """Problems found in ``results_dir`` and in the package's paper numbers (empty when
+    everything checks out)."""
+    from ictrepro.results.paper import PaperDataError, load_paper
+
     root = Path(results_dir)
+    if not root.is_dir():
+        return [f"{root}: no such folder; run in a checkout or pass --results CHECKOUT/results"]
     problems = _check_manifest(root)
     try:
-        from ictrepro.results.paper import load_paper
-
-        load_paper(root / "paper")
-    except ValueError as e:
+        load_paper()
+    except PaperDataError as e:
         problems.append(str(e))
     for scores in sorted(root.glob("*/scores.jsonl")):
         problems += _check_scores(scores)
@@ -196,26 +223,43 @@ def _check_scores(path: Path) -> list[str]:
     if text and not text.endswith("\n"):
         problems.append(f"{path}: truncated (the last line is incomplete)")
     for number, line in enumerate(text.splitlines(), 1):
-        where = f"{path}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            problems.append(f"{where}: not valid JSON ({e.msg})")
-            continue
-        for name, kind in SCORE_FIELDS.items():
-            if name not in record:
-                problems.append(f"{where}: missing field {name!r}")
-            elif not isinstance(record[name], kind):
-                problems.append(f"{where}: field {name!r} has the wrong type")
-        if problems and problems[-1].startswith(where):
-            continue
-        n = record["n_samples"]
-        if any(not isinstance(c, int) or not 0 <= c <= n for c in record["n_correct"]):
-            problems.append(f"{where}: field 'n_correct' must hold integers in [0, n_samples]")
-        for k, value in record["pass_at"].items():
-            if not (k.isdigit() and isinstance(value, (int, float)) and 0 <= value <= 1):
-                problems.append(f"{where}: field 'pass_at' must map k to a value in [0, 1]")
+        problems += _parse_score_line(line, f"{path}:{number}")[1]
     return problems
+
+
+def _parse_score_line(line: str, where: str) -> tuple[dict[str, Any], list[str]]:
+    """One line of ``scores.jsonl`` and what is wrong with it: JSON, fields and types,
+    counts in ``[0, n_samples]``, and each ``pass_at`` equal to the one recomputed from
+    the counts."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        return {}, [f"{where}: not valid JSON ({e.msg})"]
+    if not isinstance(record, dict):
+        return {}, [f"{where}: expected a JSON object"]
+    problems = []
+    for name, kind in SCORE_FIELDS.items():
+        if name not in record:
+            problems.append(f"{where}: missing field {name!r}")
+        elif not isinstance(record[name], kind):
+            problems.append(f"{where}: field {name!r} has the wrong type")
+    if problems:
+        return record, problems
+    n, counts = record["n_samples"], record["n_correct"]
+    if any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c <= n for c in counts):
+        return record, [f"{where}: field 'n_correct' must hold integers in [0, n_samples]"]
+    for k, value in record["pass_at"].items():
+        if not (k.isdigit() and isinstance(value, (int, float)) and 0 <= value <= 1):
+            problems.append(f"{where}: field 'pass_at' must map k to a value in [0, 1]")
+        elif counts and 1 <= int(k) <= n:
+            recomputed = mean_pass_at_k([n] * len(counts), counts, int(k))
+            if abs(value - recomputed) > PASS_AT_TOLERANCE:
+                problems.append(
+                    f"{where}: pass_at[{k}] = {value!r}, but the counts give {recomputed!r}"
+                )
+        else:
+            problems.append(f"{where}: pass_at[{k}] has no counts to be computed from")
+    return record, problems
 
 
 # ------------------------------------------------------------------------- re-running
@@ -236,7 +280,14 @@ def load_provenance(preset: str, results_dir: Path = RESULTS_DIR) -> dict[str, A
                 f"`ictrepro reproduce --preset {preset}` and pin it with `ictrepro check --pin "
                 f"RUN --preset {preset}`"
             )
-    return json.loads((pinned_dir / "provenance.json").read_text(encoding="utf-8"))
+    path = pinned_dir / "provenance.json"
+    try:
+        provenance = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(provenance, dict):
+        raise ResultsError(f"{path}: expected a JSON object")
+    return provenance
 
 
 #: Allowed |difference| of a benchmark's pass@k (a fraction) when the platform or torch
@@ -263,12 +314,8 @@ def rerun_check(
 
     from ictrepro.stages.reproduce import make_plan, reproduce
 
-    pinned_dir = Path(results_dir) / preset
     provenance = load_provenance(preset, results_dir)
-    pinned = {
-        (r["model"], r["benchmark"]): r
-        for r in map(json.loads, (pinned_dir / "scores.jsonl").read_text("utf-8").splitlines())
-    }
+    pinned = {(r["model"], r["benchmark"]): r for r in read_pinned_scores(preset, results_dir)}
     plan = make_plan(preset, work_dir, methods=methods, seeds=seeds)
     reproduce(plan, jobs=provenance.get("training_jobs", 1), show_progress=show_progress)
     same_platform = (

@@ -4,33 +4,41 @@
 
 Runs prepare (skipped when current), training of the method for each seed, and evaluation
 of the base model and the new runs, in ``runs/compare-<method>`` by default. The baselines
-are not retrained: their per-problem results come from ``results/<preset>/scores.jsonl``
-(the pinned reproduction) and are written into the run's ``eval/`` as the samples files
-the report reads, marked ``"pinned": true`` with placeholder responses. They are valid
-only for the same evaluation problems, so the run's prepare config must be the one the
-pinned results were made from; otherwise ``compare`` refuses.
+are not retrained: their per-problem counts come from ``results/<preset>/scores.jsonl``
+(the pinned reproduction) and are written into the run's ``eval/`` as score records marked
+``pinned`` (there are no samples behind them). They are valid only for the same
+evaluation problems, so the run's prepare config, and each benchmark's problems, must be
+the ones the pinned results were made from; otherwise ``compare`` refuses.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from ictrepro.io import atomic_write_json, atomic_write_jsonl
-from ictrepro.results.pinned import RESULTS_DIR, ResultsError, load_provenance
+from ictrepro.data.prompts import answer_kind
+from ictrepro.data.records import Problem
+from ictrepro.io import sha256_json
+from ictrepro.results.pinned import (
+    RESULTS_DIR,
+    ResultsError,
+    load_provenance,
+    read_pinned_scores,
+)
+from ictrepro.rundir import ModelId, ProblemCount, RunDir, ScoreRecord
 from ictrepro.runs import load_record
+from ictrepro.stages.eval import load_task
 from ictrepro.stages.reproduce import make_plan, reproduce
-
-PINNED_RESPONSE = "(pinned result: responses are not stored in results/)"
+from ictrepro.verify import Verdict, grade
 
 
 def materialise_pinned(
     run_dir: Path, preset: str, *, results_dir: Path = RESULTS_DIR, skip_methods: set[str]
-) -> list[str]:
-    """Write the pinned models' per-problem counts into ``RUN/eval``; returns their names."""
+) -> list[ModelId]:
+    """Write the pinned models' per-problem counts into ``RUN/eval`` as score records;
+    returns their models."""
     provenance = load_provenance(preset, results_dir)
     prepared = load_record(run_dir, "prepare") or {}
     if provenance.get("prepare_config_sha256") != prepared.get("config_sha256"):
@@ -40,31 +48,58 @@ def materialise_pinned(
             f"({str(provenance.get('prepare_config_sha256'))[:12]}): their problems differ. "
             "Compare in a run prepared by this version's preset, or re-pin the results"
         )
+    rundir = RunDir(run_dir)
+    gradable: dict[str, list[str]] = {}
     written = set()
-    scores_path = Path(results_dir) / preset / "scores.jsonl"
-    for line in scores_path.read_text(encoding="utf-8").splitlines():
-        record: dict[str, Any] = json.loads(line)
-        if record["method"] in skip_methods or record["method"] == "base":
+    for record in read_pinned_scores(preset, results_dir):
+        model = ModelId.parse(record["model"])
+        if model.method in skip_methods or model.is_base:
             continue  # the new method, and the base model evaluated in this run
-        out = run_dir / "eval" / record["model"]
-        n = record["n_samples"]
-        atomic_write_jsonl(
-            out / f"{record['benchmark']}.samples.jsonl",
-            (
-                {
-                    "id": f"pinned-{i}",
-                    "responses": [PINNED_RESPONSE] * n,
-                    "verdicts": ["correct"] * c + ["wrong"] * (n - c),
-                    "n_correct": c,
-                    "pinned": True,
-                }
-                for i, c in enumerate(record["n_correct"])
+        benchmark = record["benchmark"]
+        if benchmark not in gradable:
+            problems = load_task(benchmark, run_dir=run_dir).problems
+            _check_same_problems(record, problems, preset)
+            gradable[benchmark] = _gradable_ids(problems)
+        ids = gradable[benchmark]
+        if len(ids) != len(record["n_correct"]):
+            raise ResultsError(
+                f"{results_dir}/{preset}/scores.jsonl: {model} on {benchmark} has "
+                f"{len(record['n_correct'])} counts, but {benchmark} has {len(ids)} gradable "
+                "problems in this run; re-pin the results"
+            )
+        ScoreRecord(
+            benchmark=benchmark,
+            model=model,
+            pass_at={int(k): v for k, v in record["pass_at"].items()},
+            problems=tuple(
+                ProblemCount(pid, record["n_samples"], c)
+                for pid, c in zip(ids, record["n_correct"], strict=True)
             ),
-        )
-        score = {k: v for k, v in record.items() if k not in ("n_correct",)}
-        atomic_write_json(out / f"{record['benchmark']}.score.json", {**score, "pinned": True})
-        written.add(record["model"])
+            identity=record.get("identity"),
+            pinned=True,
+        ).write(rundir.score_path(model, benchmark))
+        written.add(model)
     return sorted(written)
+
+
+def _check_same_problems(record: dict[str, Any], problems: list[Problem], preset: str) -> None:
+    """Refuse counts made on other problems (pinned records keep their problems' hash)."""
+    pinned = (record.get("identity") or {}).get("problems_sha256")
+    here = sha256_json([p.to_json() for p in problems])
+    if pinned is not None and pinned != here:
+        raise ResultsError(
+            f"the pinned results of {preset} on {record['benchmark']} were made on other "
+            f"problems (hash {pinned[:12]}) than this run's ({here[:12]}); re-pin the results"
+        )
+
+
+def _gradable_ids(problems: list[Problem]) -> list[str]:
+    """Ids of the problems whose gold answer the verifier can parse, in order: the problems
+    a pinned ``n_correct`` list counts (ungradable ones are left out of it). The verdict
+    on an empty response is ``UNGRADABLE`` exactly when the gold is unparsable."""
+    return [
+        p.id for p in problems if grade("", p.answer, kind=answer_kind(p)) != Verdict.UNGRADABLE
+    ]
 
 
 def compare(
@@ -95,6 +130,7 @@ def compare(
         report=False,
     )
     pinned = materialise_pinned(run_dir, preset, results_dir=results_dir, skip_methods={method})
-    baselines = tuple(dict.fromkeys(m.rsplit("-seed", 1)[0] for m in pinned))
-    console.print(f"compare: baselines from {results_dir / preset}: {', '.join(pinned)}")
+    baselines = tuple(dict.fromkeys(m.method for m in pinned))
+    names = ", ".join(m.name for m in pinned)
+    console.print(f"compare: baselines from {Path(results_dir) / preset}: {names}")
     return build_report(run_dir, focus=method, baselines=baselines, console=console)

@@ -1,14 +1,15 @@
 """``ictrepro eval``, ``ictrepro sample`` and ``ictrepro score``: sample, verify, pass@k.
 
 ``eval`` scores every model of a run directory, the base model and each finished training
-run, on each benchmark, and writes::
+run, on each benchmark, and writes (the formats: :mod:`ictrepro.rundir`)::
 
     RUN/eval/<model>/<benchmark>.samples.jsonl   per problem: id, responses, verdicts
-    RUN/eval/<model>/<benchmark>.score.json      pass@k, settings, verdict counts, hashes
+    RUN/eval/<model>/<benchmark>.score.json      pass@k, per-problem counts, settings, hashes
 
-``<model>`` is ``base`` or ``<method>-seed<seed>``. A score file records the model's
-weights hash, the problems' hash and the settings; a re-run skips every (model, benchmark)
-whose record still matches, so an interrupted evaluation resumes where it stopped.
+``<model>`` is ``base`` or ``<method>-seed<seed>``. A score record holds the model's weights
+hash, the problems' hash and the settings (its identity) and the samples file's hash; a
+re-run skips every (model, benchmark) whose record is current
+(:func:`ictrepro.runs.is_current`), so an interrupted evaluation resumes where it stopped.
 
 Benchmarks are the tiny suites of the run (``RUN/data/test/<suite>.jsonl``) or the paper's
 benchmarks by name (``ictrepro.data.benchmarks``: the hub, or ``--data-dir``).
@@ -29,22 +30,26 @@ from rich.table import Table
 
 from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
 from ictrepro.data.records import Problem
-from ictrepro.data.suites import EVAL_SUITES
+from ictrepro.data.suites import EVAL_SUITES, is_tiny_suite, load_test_split
+from ictrepro.errors import ConfigError, RunDirError
 from ictrepro.evaluate.score import BenchmarkScore, grade_responses, score_problems
-from ictrepro.io import (
-    atomic_write_json,
-    atomic_write_jsonl,
-    hash_outputs,
-    read_jsonl,
-    read_jsonl_numbered,
-    sha256_json,
-)
+from ictrepro.io import hash_outputs, read_jsonl_numbered, sha256_file, sha256_json
 from ictrepro.presets import TINY_EVAL
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.params import SamplingParams
+from ictrepro.rundir import (
+    BASE,
+    ModelId,
+    ProblemCount,
+    ProblemSamples,
+    RunDir,
+    SamplesFile,
+    ScoreRecord,
+    read_score,
+)
+from ictrepro.runs import is_current, load_record
 from ictrepro.verify import GradeRequest, Verdict
 
-BASE = "base"
 HARNESSES = ("ours", "lm-eval")
 
 
@@ -72,17 +77,10 @@ def load_task(
     name: str, *, run_dir: Path | None = None, data_dir: Path | None = None, n: int | None = None
 ) -> EvalTask:
     """The problems and settings of benchmark ``name``; ``n`` overrides the samples drawn."""
-    if name in EVAL_SUITES:
+    if is_tiny_suite(name):
         if run_dir is None:
-            raise ValueError(f"{name} is a tiny suite: it needs --run RUN_DIR (a prepared run)")
-        path = Path(run_dir) / "data" / "test" / f"{name}.jsonl"
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"{path} does not exist; prepare the run first (`ictrepro prepare --out {run_dir}`)"
-            )
-        problems = [
-            Problem.from_json(r, where=f"{path}:{i + 1}") for i, r in enumerate(read_jsonl(path))
-        ]
+            raise ConfigError(f"{name} is a tiny suite: it needs --run RUN_DIR (a prepared run)")
+        problems = load_test_split(Path(run_dir), name)
         sampling, ks = TINY_EVAL.sampling, TINY_EVAL.ks
     else:
         from ictrepro.data.benchmarks import BENCHMARKS, load_benchmark
@@ -111,42 +109,32 @@ def load_task(
 # ---------------------------------------------------------------------------- eval
 
 
-def run_models(run_dir: Path) -> dict[str, Path]:
-    """``{"base": RUN/base_model, "<method>-seed<s>": .../final_model}`` of finished runs."""
-    from ictrepro.runs import load_record
-
-    models = {}
-    base = run_dir / "base_model"
-    if base.is_dir():
-        models[BASE] = base
-    train_root = run_dir / "train"
-    if train_root.is_dir():
-        for folder in sorted(p for p in train_root.iterdir() if p.is_dir()):
-            record = load_record(folder, "train")
-            if record is not None and record["status"] == "done":
-                models[folder.name] = folder / "final_model"
+def run_models(run_dir: Path) -> dict[ModelId, Path]:
+    """``{BASE: RUN/base_model, ModelId(method, seed): .../final_model}`` of finished runs."""
+    rundir = RunDir(run_dir)
+    models = {BASE: rundir.base_model} if rundir.base_model.is_dir() else {}
+    for model, folder in rundir.training_runs().items():
+        record = load_record(folder, "train")
+        if record is not None and record["status"] == "done":
+            models[model] = rundir.model_dir(model)
     return models
 
 
-def _score_path(run_dir: Path, model: str, bench: str) -> Path:
-    return run_dir / "eval" / model / f"{bench}.score.json"
-
-
 def _is_current(path: Path, identity: dict[str, Any]) -> bool:
-    if not path.is_file():
-        return False
+    """Whether the score record at ``path`` is done and current for ``identity``; a record
+    that cannot be read (an interrupted write of an older version) is re-made."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
+    except (FileNotFoundError, json.JSONDecodeError):
         return False
-    return record.get("identity") == identity
+    return is_current(record, sha256_json(identity), path.parent)
 
 
 def evaluate_run(
     run_dir: Path,
     *,
     benchmarks: Sequence[str] | None = None,
-    models: Sequence[str] | None = None,
+    models: Sequence[str | ModelId] | None = None,
     data_dir: Path | None = None,
     n: int | None = None,
     backend: str = "hf",
@@ -157,15 +145,17 @@ def evaluate_run(
     force: bool = False,
     show_progress: bool = True,
     console: Console | None = None,
-) -> dict[str, dict[str, dict[str, Any]]]:
+) -> dict[ModelId, dict[str, ScoreRecord]]:
     """Evaluate the models of ``run_dir``; returns ``{model: {benchmark: score record}}``.
+
+    ``models``: names (``base``, ``<method>-seed<s>``) or ids; default every finished model.
 
     ``harness="lm-eval"`` draws the samples with lm-eval and the tasks of ``tasks/``
     (HF backend) instead of the project's sampler; grading and files are the same, and the
     score file also keeps lm-eval's own pass@k (``lm_eval_pass_at``).
     """
     if harness not in HARNESSES:
-        raise ValueError(f"unknown harness {harness!r}; valid: {', '.join(HARNESSES)}")
+        raise ConfigError(f"unknown harness {harness!r}; valid: {', '.join(HARNESSES)}")
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -175,21 +165,23 @@ def evaluate_run(
     hf_logging.disable_progress_bar()
     console = console or Console(quiet=not show_progress)
     run_dir = Path(run_dir)
+    rundir = RunDir(run_dir)
     available = run_models(run_dir)
     if not available:
-        raise FileNotFoundError(f"{run_dir} has no base_model/ and no finished training run")
-    chosen = list(models) if models else list(available)
-    unknown = [m for m in chosen if m not in available]
+        raise RunDirError(f"{run_dir} has no base_model/ and no finished training run")
+    chosen = [m if isinstance(m, ModelId) else ModelId.parse(m) for m in models or available]
+    unknown = [m.name for m in chosen if m not in available]
     if unknown:
-        raise KeyError(
-            f"no finished model {unknown} in {run_dir}; available: {', '.join(available)}"
+        raise ConfigError(
+            f"no finished model {unknown} in {run_dir}; available: "
+            f"{', '.join(m.name for m in available)}"
         )
     names = list(benchmarks) if benchmarks else list(EVAL_SUITES)
     tasks = [load_task(b, run_dir=run_dir, data_dir=data_dir, n=n) for b in names]
-    results: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    results: dict[ModelId, dict[str, ScoreRecord]] = defaultdict(dict)
     with Verifier(workers=workers) as verifier:
-        for model_name in chosen:
-            model_dir = available[model_name]
+        for model in chosen:
+            model_dir = available[model]
             weights = hash_outputs(model_dir, ["."])
             todo = []
             for task in tasks:
@@ -200,22 +192,22 @@ def evaluate_run(
                     "seed": seed,
                     "backend": backend if harness == "ours" else "lm-eval",
                 }
-                path = _score_path(run_dir, model_name, task.name)
+                path = rundir.score_path(model, task.name)
                 if not force and _is_current(path, identity):
-                    results[model_name][task.name] = json.loads(path.read_text(encoding="utf-8"))
+                    results[model][task.name] = read_score(path)
                 else:
                     todo.append((task, identity))
             if not todo:
-                console.print(f"eval: {model_name} is up to date")
+                console.print(f"eval: {model} is up to date")
                 continue
             if harness == "ours":
                 tokenizer = AutoTokenizer.from_pretrained(model_dir)
-                model = AutoModelForCausalLM.from_pretrained(model_dir)
+                policy = AutoModelForCausalLM.from_pretrained(model_dir)
                 sampler = make_sampler(
-                    backend, model, tokenizer, batch_size=batch_size, model_path=str(model_dir)
+                    backend, policy, tokenizer, batch_size=batch_size, model_path=str(model_dir)
                 )
             total = sum(len(t.problems) for t, _ in todo)
-            with progress_bar(f"eval {model_name}", total=total, enabled=show_progress) as advance:
+            with progress_bar(f"eval {model}", total=total, enabled=show_progress) as advance:
                 for task, identity in todo:
                     extra = None
                     if harness == "ours":
@@ -224,9 +216,9 @@ def evaluate_run(
                         responses, lm_pass_at = _sample_lm_eval(
                             task, model_dir, run_dir, data_dir, seed, advance
                         )
-                        finished, extra = None, {"lm_eval_pass_at": lm_pass_at}
-                    results[model_name][task.name] = _write_task_result(
-                        task, identity, responses, finished, verifier, run_dir, model_name, extra
+                        finished, extra = None, lm_pass_at
+                    results[model][task.name] = _write_task_result(
+                        task, identity, responses, finished, verifier, rundir, model, extra
                     )
     console.print(score_table(results, title=f"pass@k ({run_dir})"))
     return dict(results)
@@ -257,7 +249,7 @@ def lm_eval_task_name(benchmark: str) -> str:
 
 def _sample_lm_eval(
     task: EvalTask, model_dir: Path, run_dir: Path, data_dir: Path | None, seed: int, advance: Any
-) -> tuple[list[list[str]], dict[str, float]]:
+) -> tuple[list[list[str]], dict[int, float]]:
     """Responses drawn by lm-eval with the task of ``tasks/``, in the task's problem order,
     and lm-eval's own pass@k (kept in the score file beside ours)."""
     import torch
@@ -282,7 +274,7 @@ def _sample_lm_eval(
             f"lm-eval returned no samples for {len(missing)} problems of {task.name}"
         )
     advance(len(task.problems))
-    return [by_id[p.id] for p in task.problems], {str(k): v for k, v in result.pass_at.items()}
+    return [by_id[p.id] for p in task.problems], dict(result.pass_at)
 
 
 def _write_task_result(
@@ -291,43 +283,48 @@ def _write_task_result(
     responses: list[list[str]],
     finished: list[list[bool]] | None,
     verifier: Any,
-    run_dir: Path,
-    model_name: str,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Grade the responses with the project's verifier and write samples and score files."""
+    rundir: RunDir,
+    model: ModelId,
+    lm_eval_pass_at: dict[int, float] | None = None,
+) -> ScoreRecord:
+    """Grade the responses with the project's verifier; write the samples file, then the
+    score record (last: it marks the pair done)."""
     verdicts = grade_responses(task.problems, responses, verifier)
     ids = [p.id for p in task.problems]
     score = score_problems(verdicts, ids, task.ks)
-    out = run_dir / "eval" / model_name
-    atomic_write_jsonl(
-        out / f"{task.name}.samples.jsonl",
-        (
-            {
-                "id": pid,
-                "responses": rs,
-                "verdicts": [v.value for v in vs],
-                "n_correct": sum(v.is_correct for v in vs),
-                **({"finished": finished[i]} if finished is not None else {}),
-            }
+    samples = SamplesFile(
+        tuple(
+            ProblemSamples(
+                pid,
+                tuple(rs),
+                tuple(v.value for v in vs),
+                None if finished is None else tuple(finished[i]),
+            )
             for i, (pid, rs, vs) in enumerate(zip(ids, responses, verdicts, strict=True))
-        ),
+        )
     )
-    record = {
-        "benchmark": task.name,
-        "model": model_name,
-        "identity": identity,
-        "pass_at": {str(k): v for k, v in score.pass_at.items()},
-        "n_problems": score.n_problems,
-        "n_ungradable": score.n_ungradable,
-        "verdicts": score.verdicts,
-        **(extra or {}),
-    }
-    atomic_write_json(_score_path(run_dir, model_name, task.name), record)
+    samples_path = rundir.samples_path(model, task.name)
+    samples.write(samples_path)
+    record = ScoreRecord(
+        benchmark=task.name,
+        model=model,
+        pass_at=score.pass_at,
+        problems=tuple(
+            ProblemCount(p.id, len(p.responses), p.n_correct)
+            for p in samples.problems
+            if not p.ungradable
+        ),
+        ungradable=tuple(p.id for p in samples.problems if p.ungradable),
+        verdicts=score.verdicts,
+        identity=identity,
+        samples_sha256=sha256_file(samples_path),
+        lm_eval_pass_at=lm_eval_pass_at,
+    )
+    record.write(rundir.score_path(model, task.name))
     return record
 
 
-def score_table(results: dict[str, dict[str, dict[str, Any]]], *, title: str) -> Table:
+def score_table(results: dict[ModelId, dict[str, ScoreRecord]], *, title: str) -> Table:
     """One row per model, pass@1 / pass@k per benchmark (percent; "tiny-" left out of the
     column names so seven suites fit a terminal)."""
     benches = sorted({b for per in results.values() for b in per})
@@ -342,8 +339,8 @@ def score_table(results: dict[str, dict[str, dict[str, Any]]], *, title: str) ->
             if rec is None:
                 cells.append("missing")
                 continue
-            cells.append(" / ".join(f"{100 * v:.1f}" for v in rec["pass_at"].values()))
-        table.add_row(model, *cells)
+            cells.append(" / ".join(f"{100 * v:.1f}" for v in rec.pass_at.values()))
+        table.add_row(model.name, *cells)
     return table
 
 

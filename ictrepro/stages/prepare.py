@@ -36,13 +36,14 @@ from ictrepro.models.build import build_model, count_parameters
 from ictrepro.models.tokenizer import train_tokenizer
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.hf import hf_generate
+from ictrepro.rundir import RunDir
 from ictrepro.runs import StageRecord, load_record, stage_state, write_record
 from ictrepro.train.sft import run_sft
 from ictrepro.verify import Verifier
 
 STAGE = "prepare"
-BASE_MODEL = "base_model"
-OUTPUTS = ("data", BASE_MODEL, "sft_log.jsonl", "calibration.json")
+#: Relative to the run directory (the layout: ``ictrepro.rundir``).
+OUTPUTS = ("data", "base_model", "sft_log.jsonl", "calibration.json")
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,6 @@ class PrepareResult:
     run_dir: Path
     skipped: bool
     record: dict[str, Any]
-
-
-def test_path(run_dir: Path, suite: str) -> Path:
-    return run_dir / "data" / "test" / f"{suite}.jsonl"
 
 
 def build_data(config: PrepareConfig) -> dict[str, list[Problem]]:
@@ -164,7 +161,7 @@ def prepare(
     t = time.perf_counter()
     data = build_data(config)
     # One directory swap for all data files, so no stale file of an earlier config survives.
-    with atomic_directory(run_dir / "data") as tmp:
+    with atomic_directory(RunDir(run_dir).data) as tmp:
         for name, problems in data.items():
             atomic_write_jsonl(tmp / f"{name}.jsonl", (p.to_json() for p in problems))
     timings["data_s"] = time.perf_counter() - t
@@ -186,7 +183,7 @@ def prepare(
         model, tokenizer, data["sft"], config.sft, seed=config.seed, show_progress=show_progress
     )
     timings["sft_s"] = time.perf_counter() - t
-    with atomic_directory(run_dir / BASE_MODEL) as tmp:
+    with atomic_directory(RunDir(run_dir).base_model) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
     atomic_write_jsonl(run_dir / "sft_log.jsonl", sft_log)

@@ -31,6 +31,7 @@ from rich.console import Console
 
 from ictrepro.errors import ConfigError, IctreproError
 from ictrepro.presets import get_preset, prepare_preset, train_preset
+from ictrepro.rundir import BASE, ModelId, RunDir
 
 #: The methods of the paper's comparison and the paper's random-10% control.
 DEFAULT_METHODS = ("grpo", "entropy", "stapo", "ict", "random")
@@ -38,7 +39,6 @@ DEFAULT_SEEDS = (0, 1, 2)
 #: Worker processes of the command line's reproduction: one per core of a 2-core laptop.
 #: The results depend on it (thread counts change float sums), so it is recorded.
 DEFAULT_JOBS = 2
-RECORD = "reproduce.json"
 
 
 @dataclass(frozen=True)
@@ -209,9 +209,8 @@ def _train_and_evaluate_in_workers(
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
     from ictrepro.progress import progress_bar
-    from ictrepro.stages.eval import BASE
 
-    logs = plan.run_dir / "logs"
+    rundir = RunDir(plan.run_dir)
     module = None if method_module is None else str(method_module)
     n_tasks = 2 * len(plan.train_runs) + 1
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked threads
@@ -221,20 +220,20 @@ def _train_and_evaluate_in_workers(
         ) as pool,
         progress_bar("train + eval", total=n_tasks, enabled=show_progress) as advance,
     ):
-        pending: dict[Future[float], tuple[str, str, Path]] = {}
+        pending: dict[Future[float], tuple[str, ModelId, Path]] = {}
 
-        def submit(kind: str, name: str, fn: Any, *args: Any) -> None:
-            log = logs / f"{kind}-{name}.log"
-            pending[pool.submit(fn, *args, log)] = (kind, name, log)
+        def submit(kind: str, model: ModelId, fn: Any, *args: Any) -> None:
+            log = rundir.log(kind, model)
+            pending[pool.submit(fn, *args, log)] = (kind, model, log)
 
         for method, seed in plan.train_runs:
             args = (plan.preset, method, seed, plan.run_dir, module)
-            submit("train", f"{method}-seed{seed}", _train_task, *args)
+            submit("train", ModelId(method, seed), _train_task, *args)
         submit("eval", BASE, _eval_task, plan.run_dir, BASE)
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
-                kind, name, log = pending.pop(future)
+                kind, model, log = pending.pop(future)
                 try:
                     seconds = future.result()
                 except Exception as e:
@@ -243,13 +242,13 @@ def _train_and_evaluate_in_workers(
                     # A user-fixable error in a worker stays one (a message, exit 2).
                     wrapper = type(e) if isinstance(e, IctreproError) else RuntimeError
                     raise wrapper(
-                        f"{kind} {name} failed: {e}; see {log}; re-run reproduce to resume "
+                        f"{kind} {model} failed: {e}; see {log}; re-run reproduce to resume "
                         "(finished runs and scores are kept)"
                     ) from e
-                console.print(f"{kind} {name}: [green]done[/] ({seconds:.0f} s)")
+                console.print(f"{kind} {model}: [green]done[/] ({seconds:.0f} s)")
                 advance()
                 if kind == "train":
-                    submit("eval", name, _eval_task, plan.run_dir, name)
+                    submit("eval", model, _eval_task, plan.run_dir, model)
 
 
 def _init_worker(method_module: str | None) -> None:
@@ -303,7 +302,7 @@ def _train_task(
     return time.perf_counter() - start
 
 
-def _eval_task(run_dir: Path, model: str, log: Path) -> float:
+def _eval_task(run_dir: Path, model: ModelId, log: Path) -> float:
     """Worker task: evaluate one model on every suite (grading in process); wall time."""
     from ictrepro.stages.eval import evaluate_run
 
@@ -326,12 +325,12 @@ def _write_record(plan: Plan, jobs: int, times: dict[str, Any]) -> None:
         "times_s": {k: round(v, 1) for k, v in times.items()},
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    atomic_write_json(plan.run_dir / RECORD, record)
+    atomic_write_json(RunDir(plan.run_dir).reproduce_record, record)
 
 
 def recorded_jobs(run_dir: Path) -> int | None:
     """The ``jobs`` of the reproduction recorded in ``run_dir`` (None if there is none)."""
-    path = Path(run_dir) / RECORD
+    path = RunDir(run_dir).reproduce_record
     if not path.is_file():
         return None
     return int(json.loads(path.read_text(encoding="utf-8"))["jobs"])

@@ -27,7 +27,8 @@ from ictrepro.config import TrainConfig
 from ictrepro.data.records import Problem
 from ictrepro.errors import RunDirError
 from ictrepro.io import hash_outputs, read_jsonl, sha256_json
-from ictrepro.runs import RunDirConflict, StageRecord, load_record, write_record
+from ictrepro.rundir import ModelId, RunDir
+from ictrepro.runs import RunDirConflict, StageRecord, is_current, load_record, write_record
 from ictrepro.train.checkpoint import list_checkpoints
 
 STAGE = "train"
@@ -42,14 +43,14 @@ class TrainResult:
 
 
 def train_dir(run_dir: Path, method: str, seed: int) -> Path:
-    return Path(run_dir) / "train" / f"{method}-seed{seed}"
+    return RunDir(run_dir).train_dir(ModelId(method, seed))
 
 
 def resolve_inputs(config: TrainConfig, run_dir: Path) -> tuple[str, Path, dict[str, Any]]:
     """(model path or hub id, training-data file, a description of both with hashes)."""
     run_dir = Path(run_dir)
-    model = config.model or str(run_dir / "base_model")
-    data = Path(config.train_data) if config.train_data else run_dir / "data" / "rl_train.jsonl"
+    model = config.model or str(RunDir(run_dir).base_model)
+    data = Path(config.train_data) if config.train_data else RunDir(run_dir).rl_train
     hint = (
         f"run `ictrepro prepare --preset {config.preset} --out {run_dir}` first"
         if not (config.model and config.train_data)
@@ -112,11 +113,8 @@ def _decide(out_dir: Path, identity: dict[str, Any], sha: str, *, resume: bool, 
             + "\n  ".join(diff)
             + "\nUse another --run directory or method/seed, or --force to start this run over"
         )
-    if record["status"] == "done":
-        recorded = record["outputs"]
-        present = all((out_dir / rel).is_file() for rel in recorded)
-        if present and hash_outputs(out_dir, sorted(recorded)) == recorded:
-            return "current"
+    if is_current(record, sha, out_dir):
+        return "current"
     if not resume:
         raise RunDirConflict(
             f"{out_dir} holds an unfinished run of this config; pass --resume to continue it "

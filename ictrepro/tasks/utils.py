@@ -38,8 +38,10 @@ import numpy as np
 
 from ictrepro.data.prompts import answer_kind, user_message
 from ictrepro.data.records import Problem
+from ictrepro.data.suites import load_test_split
 from ictrepro.evaluate.lm_eval_bridge import doc_to_problem, problem_to_doc
 from ictrepro.evaluate.passk import pass_at_k
+from ictrepro.rundir import RunDir
 from ictrepro.verify import Verdict, grade
 
 RUN_DIR_ENV = "ICTREPRO_RUN_DIR"
@@ -78,7 +80,7 @@ def doc_to_text(doc: dict[str, Any]) -> str:
 
 
 def _suite_file(run_dir: Path, suite: str) -> Path:
-    return run_dir / "data" / "test" / f"{suite}.jsonl"
+    return RunDir(run_dir).test_suite(suite)
 
 
 def resolve_run_dir(
@@ -116,16 +118,8 @@ def load_tiny(
     metadata (``run_dir`` if given, the model arguments such as ``pretrained``, ``version``,
     ...); what is not used here is ignored.
     """
-    from ictrepro.io import read_jsonl
-
-    path = _suite_file(
-        resolve_run_dir(ictrepro_suite, run_dir=run_dir, pretrained=pretrained), ictrepro_suite
-    )
-    problems = [
-        Problem.from_json(record, where=f"{path}:{i + 1}")
-        for i, record in enumerate(read_jsonl(path))
-    ]
-    return problems_dataset(problems)
+    found = resolve_run_dir(ictrepro_suite, run_dir=run_dir, pretrained=pretrained)
+    return problems_dataset(load_test_split(found, ictrepro_suite))
 
 
 def load_paper(ictrepro_benchmark: str, data_dir: str | None = None, **_: Any) -> Any:

@@ -1,0 +1,449 @@
+"""The run directory: every path in it, the names of its models, and its result files.
+
+Layout (every stage writes only its own part; :mod:`ictrepro.runs` holds the records)::
+
+    RUN/prepare.json                           prepare's record
+    RUN/data/test/<suite>.jsonl                evaluation problems of each tiny suite
+    RUN/data/sft.jsonl, RUN/data/rl_train.jsonl
+    RUN/base_model/                            the warm-started model (HF format)
+    RUN/train/<method>-seed<s>/                train.json, metrics.jsonl, checkpoints/, final_model/
+    RUN/eval/<model>/<benchmark>.samples.jsonl per problem: id, responses, verdicts
+    RUN/eval/<model>/<benchmark>.score.json    pass@k and the per-problem counts behind it
+    RUN/report/                                report.md, summary.json, plots/
+    RUN/logs/                                  one log per worker task of `reproduce`
+    RUN/reproduce.json                         what the last reproduction ran
+
+``<model>`` is a :class:`ModelId`'s name: ``base`` or ``<method>-seed<s>``.
+
+A score record (:class:`ScoreRecord`) carries every problem's sample and correct counts,
+so pass@k, the report and the pinned results are computed from score records alone; the
+samples file (:class:`SamplesFile`) keeps the responses behind them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ictrepro.errors import ConfigError, DataError
+from ictrepro.evaluate.passk import pass_at_k
+from ictrepro.io import atomic_write_json, atomic_write_jsonl, read_jsonl_numbered, sha256_json
+
+SAMPLES_SUFFIX = ".samples.jsonl"
+SCORE_SUFFIX = ".score.json"
+#: Version of the score record's JSON form; a record of another version is re-made by
+#: `ictrepro eval` (the counts per problem were added in version 1).
+SCORE_SCHEMA = 1
+SAMPLES_SCHEMA = 1
+
+_MODEL_NAME = re.compile(r"^(?P<method>[A-Za-z0-9_.-]+?)-seed(?P<seed>\d+)$")
+
+
+# ----------------------------------------------------------------------------- models
+
+
+@dataclass(frozen=True, order=True)
+class ModelId:
+    """A model of a run directory: the base model, or the final model of one training run
+    (``method``, ``seed``). Its :attr:`name` is the folder name under ``train/`` and ``eval/``."""
+
+    method: str
+    seed: int | None = None
+    BASE_NAME: ClassVar[str] = "base"
+
+    def __post_init__(self) -> None:
+        if (self.method == self.BASE_NAME) != (self.seed is None):
+            raise ValueError(
+                f"ModelId({self.method!r}, {self.seed!r}): the base model has no seed and "
+                "a trained model has one"
+            )
+
+    @property
+    def is_base(self) -> bool:
+        return self.method == self.BASE_NAME
+
+    @property
+    def name(self) -> str:
+        """``base`` or ``<method>-seed<s>``."""
+        return self.BASE_NAME if self.seed is None else f"{self.method}-seed{self.seed}"
+
+    @classmethod
+    def parse(cls, name: str) -> ModelId:
+        """The model of ``name`` (``base`` or ``<method>-seed<s>``); a clear error otherwise."""
+        if name == cls.BASE_NAME:
+            return BASE
+        match = _MODEL_NAME.match(name)
+        if match is None:
+            raise ConfigError(
+                f"model name {name!r} is not 'base' or '<method>-seed<s>' (e.g. 'ict-seed0')"
+            )
+        return cls(match["method"], int(match["seed"]))
+
+    def __str__(self) -> str:
+        return self.name
+
+
+BASE = ModelId(ModelId.BASE_NAME)
+
+
+# ------------------------------------------------------------------------------ paths
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Every path of one run directory (nothing is created by asking for a path)."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    # prepare
+    def record(self, stage: str) -> Path:
+        """The stage record of a run-wide stage (``prepare.json``)."""
+        return self.root / f"{stage}.json"
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    def test_suite(self, suite: str) -> Path:
+        return self.data / "test" / f"{suite}.jsonl"
+
+    @property
+    def rl_train(self) -> Path:
+        return self.data / "rl_train.jsonl"
+
+    @property
+    def base_model(self) -> Path:
+        return self.root / "base_model"
+
+    # train
+    @property
+    def train_root(self) -> Path:
+        return self.root / "train"
+
+    def train_dir(self, model: ModelId) -> Path:
+        if model.is_base:
+            raise ValueError("the base model has no training directory")
+        return self.train_root / model.name
+
+    def model_dir(self, model: ModelId) -> Path:
+        """Where the weights of ``model`` are: ``base_model/`` or its run's ``final_model/``."""
+        return self.base_model if model.is_base else self.train_dir(model) / "final_model"
+
+    def metrics(self, model: ModelId) -> Path:
+        return self.train_dir(model) / "metrics.jsonl"
+
+    # eval
+    def eval_dir(self, model: ModelId) -> Path:
+        return self.root / "eval" / model.name
+
+    def samples_path(self, model: ModelId, benchmark: str) -> Path:
+        return self.eval_dir(model) / f"{benchmark}{SAMPLES_SUFFIX}"
+
+    def score_path(self, model: ModelId, benchmark: str) -> Path:
+        return self.eval_dir(model) / f"{benchmark}{SCORE_SUFFIX}"
+
+    # report, logs, reproduce
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "report"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    def log(self, kind: str, model: ModelId) -> Path:
+        """The log of one worker task of ``reproduce``: ``logs/<kind>-<model>.log``."""
+        return self.logs / f"{kind}-{model.name}.log"
+
+    @property
+    def reproduce_record(self) -> Path:
+        return self.root / "reproduce.json"
+
+    # discovery
+    def training_runs(self) -> dict[ModelId, Path]:
+        """``{model: RUN/train/<model>/}`` of every folder named like a training run."""
+        if not self.train_root.is_dir():
+            return {}
+        found = {}
+        for folder in sorted(p for p in self.train_root.iterdir() if p.is_dir()):
+            model = _parse_or_none(folder.name)
+            if model is not None and not model.is_base:
+                found[model] = folder
+        return found
+
+    def training_metrics(self) -> dict[ModelId, Path]:
+        """``{model: metrics.jsonl}`` of every training run that has one (the report's curves)."""
+        return {
+            m: d / "metrics.jsonl"
+            for m, d in self.training_runs().items()
+            if (d / "metrics.jsonl").is_file()
+        }
+
+    def score_files(self) -> dict[ModelId, dict[str, Path]]:
+        """``{model: {benchmark: score.json}}`` under ``RUN/eval/`` (folders not named like a
+        model are not the run's and are left out)."""
+        root = self.root / "eval"
+        if not root.is_dir():
+            return {}
+        found: dict[ModelId, dict[str, Path]] = {}
+        for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+            model = _parse_or_none(folder.name)
+            files = sorted(folder.glob(f"*{SCORE_SUFFIX}"))
+            if model is not None and files:
+                found[model] = {p.name.removesuffix(SCORE_SUFFIX): p for p in files}
+        return found
+
+    def load_scores(self) -> dict[ModelId, dict[str, ScoreRecord]]:
+        """Every score record under ``RUN/eval/``, read and checked: what the report's numbers
+        and the pinned results are computed from."""
+        return {
+            model: {bench: read_score(path) for bench, path in files.items()}
+            for model, files in self.score_files().items()
+        }
+
+
+def _parse_or_none(name: str) -> ModelId | None:
+    try:
+        return ModelId.parse(name)
+    except ConfigError:
+        return None
+
+
+# ---------------------------------------------------------------------- samples files
+
+
+@dataclass(frozen=True)
+class ProblemSamples:
+    """One problem's responses and their verdicts (``finished``: stopped before the token
+    limit, when the sampler reports it)."""
+
+    id: str
+    responses: tuple[str, ...]
+    verdicts: tuple[str, ...]
+    finished: tuple[bool, ...] | None = None
+
+    @property
+    def n_correct(self) -> int:
+        return self.verdicts.count("correct")
+
+    @property
+    def ungradable(self) -> bool:
+        return "ungradable" in self.verdicts
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "responses": list(self.responses),
+            "verdicts": list(self.verdicts),
+            "n_correct": self.n_correct,
+            **({"finished": list(self.finished)} if self.finished is not None else {}),
+        }
+
+
+@dataclass(frozen=True)
+class SamplesFile:
+    """``<benchmark>.samples.jsonl``: one line per problem, in the benchmark's order."""
+
+    problems: tuple[ProblemSamples, ...]
+
+    def write(self, path: Path) -> None:
+        atomic_write_jsonl(path, (p.to_json() for p in self.problems))
+
+    @classmethod
+    def read(cls, path: Path) -> SamplesFile:
+        """The samples of ``path``; a bad line is named (file:line) with the field."""
+        problems = []
+        for lineno, row in _numbered(path):
+            where = f"{path}:{lineno}"
+            for key in ("id", "responses", "verdicts"):
+                if key not in row:
+                    raise DataError(f"{where}: missing field {key!r}; re-run `ictrepro eval`")
+            if len(row["verdicts"]) != len(row["responses"]):
+                raise DataError(
+                    f"{where}: {len(row['verdicts'])} verdicts for {len(row['responses'])} "
+                    "responses; re-run `ictrepro eval --force`"
+                )
+            finished = row.get("finished")
+            problems.append(
+                ProblemSamples(
+                    str(row["id"]),
+                    tuple(row["responses"]),
+                    tuple(row["verdicts"]),
+                    None if finished is None else tuple(finished),
+                )
+            )
+        return cls(tuple(problems))
+
+
+def _numbered(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    try:
+        return read_jsonl_numbered(path)
+    except FileNotFoundError:
+        raise DataError(f"{path} does not exist; run `ictrepro eval` first") from None
+    except ValueError as e:  # read_jsonl_numbered names the file and line
+        raise DataError(str(e)) from None
+
+
+# ------------------------------------------------------------------------ score records
+
+
+@dataclass(frozen=True)
+class ProblemCount:
+    """One gradable problem of a score: samples drawn and how many were correct."""
+
+    id: str
+    n_samples: int
+    n_correct: int
+
+
+def mean_pass_at(problems: Sequence[ProblemCount], ks: Iterable[int]) -> dict[int, float]:
+    """pass@k for each k: the mean over problems of the unbiased estimator (NaN without
+    problems). numpy's mean, as :func:`ictrepro.evaluate.score.score_problems` takes it,
+    so the same counts give the same bits."""
+    return {
+        k: float(np.mean([pass_at_k(p.n_samples, p.n_correct, k) for p in problems]))
+        if problems
+        else float("nan")
+        for k in ks
+    }
+
+
+@dataclass(frozen=True)
+class ScoreRecord:
+    """``<benchmark>.score.json``: one model on one benchmark.
+
+    ``problems``: the gradable problems in the benchmark's order with their counts (pass@k
+    is their mean, :func:`mean_pass_at`); ``ungradable``: ids of problems whose gold answer
+    could not be parsed (left out, never scored 0). ``identity``: what the score was made
+    from (model and problems hashes, decoding settings, seed, backend) and ``samples_sha256``
+    the hash of the samples file beside it; both are ``None`` for a pinned result
+    (``pinned=True``: copied from ``results/<preset>/``, no samples exist).
+    """
+
+    benchmark: str
+    model: ModelId
+    pass_at: dict[int, float]
+    problems: tuple[ProblemCount, ...]
+    ungradable: tuple[str, ...] = ()
+    verdicts: dict[str, int] = field(default_factory=dict)
+    identity: dict[str, Any] | None = None
+    samples_sha256: str | None = None
+    pinned: bool = False
+    lm_eval_pass_at: dict[int, float] | None = None
+
+    @property
+    def n_correct(self) -> list[int]:
+        return [p.n_correct for p in self.problems]
+
+    def settings(self) -> dict[str, Any] | None:
+        """The decoding settings (sampling, ks, backend, seed) from the identity, if any."""
+        if self.identity is None:
+            return None
+        settings = self.identity.get("settings") or {}
+        return {
+            **(settings.get("sampling") or {}),
+            "ks": settings.get("ks"),
+            "backend": self.identity.get("backend"),
+            "seed": self.identity.get("seed"),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's JSON; ``status``, ``config_sha256`` and ``outputs`` make it the eval
+        stage's record of this (model, benchmark), checked by :func:`ictrepro.runs.is_current`."""
+        out: dict[str, Any] = {
+            "schema": SCORE_SCHEMA,
+            "benchmark": self.benchmark,
+            "model": self.model.name,
+            "pass_at": {str(k): v for k, v in self.pass_at.items()},
+            "n_problems": len(self.problems),
+            "n_ungradable": len(self.ungradable),
+            "problems": [[p.id, p.n_samples, p.n_correct] for p in self.problems],
+            "ungradable": list(self.ungradable),
+            "verdicts": self.verdicts,
+            "identity": self.identity,
+            "pinned": self.pinned,
+            "status": "done",
+            # A pinned record is never current for an evaluation: no samples stand behind it.
+            "config_sha256": (
+                None if self.identity is None or self.pinned else sha256_json(self.identity)
+            ),
+            "outputs": (
+                {}
+                if self.samples_sha256 is None
+                else {f"{self.benchmark}{SAMPLES_SUFFIX}": self.samples_sha256}
+            ),
+        }
+        if self.lm_eval_pass_at is not None:
+            out["lm_eval_pass_at"] = {str(k): v for k, v in self.lm_eval_pass_at.items()}
+        return out
+
+    def write(self, path: Path) -> None:
+        atomic_write_json(path, self.to_json())
+
+    @classmethod
+    def from_json(cls, record: Mapping[str, Any], *, where: str) -> ScoreRecord:
+        """Parse and check a score record; errors name ``where`` and the field."""
+        if record.get("schema") != SCORE_SCHEMA:
+            raise DataError(
+                f"{where}: score record of schema {record.get('schema')!r}, this version reads "
+                f"{SCORE_SCHEMA}; re-make it with `ictrepro eval --force`"
+            )
+        for key in ("benchmark", "model", "pass_at", "problems", "ungradable", "identity"):
+            if key not in record:
+                raise DataError(f"{where}: missing field {key!r}")
+        problems = []
+        for i, item in enumerate(record["problems"]):
+            ok = isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
+            ok = ok and all(isinstance(x, int) and not isinstance(x, bool) for x in item[1:])
+            if not ok or not 0 <= item[2] <= item[1]:
+                raise DataError(
+                    f"{where}: problems[{i}] must be [id, n_samples, n_correct] with "
+                    f"0 <= n_correct <= n_samples, got {item!r}"
+                )
+            problems.append(ProblemCount(*item))
+        try:
+            model = ModelId.parse(str(record["model"]))
+            pass_at = {int(k): float(v) for k, v in record["pass_at"].items()}
+            lm = record.get("lm_eval_pass_at")
+            lm_pass_at = None if lm is None else {int(k): float(v) for k, v in lm.items()}
+        except (ValueError, TypeError, AttributeError) as e:
+            raise DataError(
+                f"{where}: bad field 'model', 'pass_at' or 'lm_eval_pass_at' ({e})"
+            ) from None
+        outputs = record.get("outputs") or {}
+        return cls(
+            benchmark=str(record["benchmark"]),
+            model=model,
+            pass_at=pass_at,
+            problems=tuple(problems),
+            ungradable=tuple(str(i) for i in record["ungradable"]),
+            verdicts=dict(record.get("verdicts") or {}),
+            identity=record["identity"],
+            samples_sha256=next(iter(outputs.values()), None),
+            pinned=bool(record.get("pinned", False)),
+            lm_eval_pass_at=lm_pass_at,
+        )
+
+
+def read_score(path: Path) -> ScoreRecord:
+    """The score record of ``path``; a missing, non-JSON or malformed file is named."""
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path} does not exist; run `ictrepro eval` first") from None
+    except json.JSONDecodeError as e:
+        raise DataError(
+            f"{path}: not valid JSON ({e.msg} at line {e.lineno}); re-run `ictrepro eval --force`"
+        ) from None
+    if not isinstance(record, dict):
+        raise DataError(f"{path}: expected a JSON object")
+    return ScoreRecord.from_json(record, where=str(path))

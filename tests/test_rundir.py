@@ -1,0 +1,143 @@
+"""The run directory's names and files: ModelId, score records, samples files, the one
+"done and current" check."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ictrepro.errors import ConfigError, DataError
+from ictrepro.io import sha256_file, sha256_json
+from ictrepro.rundir import (
+    BASE,
+    ModelId,
+    ProblemCount,
+    ProblemSamples,
+    RunDir,
+    SamplesFile,
+    ScoreRecord,
+    mean_pass_at,
+    read_score,
+)
+from ictrepro.runs import is_current
+
+
+@pytest.mark.parametrize(
+    ("name", "model"),
+    [
+        ("base", BASE),
+        ("ict-seed0", ModelId("ict", 0)),
+        ("lowprob_cmp-seed12", ModelId("lowprob_cmp", 12)),
+        ("my-rule-seed3", ModelId("my-rule", 3)),
+    ],
+)
+def test_model_names_round_trip(name, model):
+    assert ModelId.parse(name) == model and model.name == name == str(model)
+
+
+@pytest.mark.parametrize("name", ["ict", "ict-seed", "ict-seedx", "-seed0", "ict-seed0/x"])
+def test_bad_model_names_are_named(name):
+    with pytest.raises(ConfigError, match=f"model name {name!r} is not 'base' or"):
+        ModelId.parse(name)
+
+
+def test_base_has_no_seed_and_a_run_has_one():
+    with pytest.raises(ValueError, match="the base model has no seed"):
+        ModelId("base", 0)
+    with pytest.raises(ValueError, match="the base model has no seed"):
+        ModelId("ict")
+
+
+def test_paths(tmp_path):
+    run = RunDir(tmp_path)
+    ict = ModelId("ict", 1)
+    assert run.test_suite("tiny-gsm8k") == tmp_path / "data/test/tiny-gsm8k.jsonl"
+    assert run.model_dir(BASE) == tmp_path / "base_model"
+    assert run.model_dir(ict) == tmp_path / "train/ict-seed1/final_model"
+    assert run.score_path(ict, "tiny-gsm8k") == tmp_path / "eval/ict-seed1/tiny-gsm8k.score.json"
+    assert run.log("train", ict) == tmp_path / "logs/train-ict-seed1.log"
+
+
+def _record(tmp_path) -> tuple[ScoreRecord, SamplesFile]:
+    samples = SamplesFile(
+        (
+            ProblemSamples("a", ("x", "y"), ("correct", "wrong")),
+            ProblemSamples("b", ("x", "y"), ("ungradable", "ungradable")),
+            ProblemSamples("c", ("x", "y"), ("correct", "correct"), (True, False)),
+        )
+    )
+    path = RunDir(tmp_path).samples_path(BASE, "tiny-gsm8k")
+    samples.write(path)
+    problems = (ProblemCount("a", 2, 1), ProblemCount("c", 2, 2))
+    record = ScoreRecord(
+        benchmark="tiny-gsm8k",
+        model=BASE,
+        pass_at=mean_pass_at(problems, (1, 2)),
+        problems=problems,
+        ungradable=("b",),
+        verdicts={"correct": 3, "wrong": 1, "ungradable": 2},
+        identity={"seed": 0},
+        samples_sha256=sha256_file(path),
+    )
+    return record, samples
+
+
+def test_score_record_and_samples_file_round_trip(tmp_path):
+    record, samples = _record(tmp_path)
+    path = RunDir(tmp_path).score_path(BASE, "tiny-gsm8k")
+    record.write(path)
+    assert read_score(path) == record
+    assert record.pass_at == {1: 0.75, 2: 1.0}  # (1/2 + 1) / 2 and (1 + 1) / 2, by hand
+    assert SamplesFile.read(RunDir(tmp_path).samples_path(BASE, "tiny-gsm8k")) == samples
+    assert [p.n_correct for p in samples.problems] == [1, 0, 2]
+    assert RunDir(tmp_path).load_scores() == {BASE: {"tiny-gsm8k": record}}
+
+
+def test_a_score_record_is_current_until_its_samples_change(tmp_path):
+    record, _ = _record(tmp_path)
+    path = RunDir(tmp_path).score_path(BASE, "tiny-gsm8k")
+    record.write(path)
+    raw = json.loads(path.read_text())
+    assert is_current(raw, sha256_json({"seed": 0}), path.parent)
+    assert not is_current(raw, sha256_json({"seed": 1}), path.parent)
+    samples = RunDir(tmp_path).samples_path(BASE, "tiny-gsm8k")
+    samples.write_text(samples.read_text() + "\n")
+    assert not is_current(raw, sha256_json({"seed": 0}), path.parent)
+    assert not is_current(None, sha256_json({"seed": 0}), path.parent)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: r.pop("schema"), "score record of schema None, this version reads 1"),
+        (lambda r: r.pop("problems"), "missing field 'problems'"),
+        (lambda r: r["problems"].__setitem__(0, ["a", 2, 3]), r"problems\[0\] must be"),
+        (lambda r: r.update(model="ict"), "bad field 'model'"),
+    ],
+)
+def test_a_bad_score_record_is_named(tmp_path, edit, message):
+    record, _ = _record(tmp_path)
+    path = tmp_path / "x.score.json"
+    raw = record.to_json()
+    edit(raw)
+    path.write_text(json.dumps(raw))
+    with pytest.raises(DataError, match=message) as err:
+        read_score(path)
+    assert str(path) in str(err.value)
+    path.write_text("{oops")
+    with pytest.raises(DataError, match=r"x.score.json: not valid JSON"):
+        read_score(path)
+
+
+def test_a_bad_samples_line_is_named(tmp_path):
+    path = tmp_path / "s.samples.jsonl"
+    path.write_text('{"id": "a", "responses": ["x"], "verdicts": ["correct"]}\n{"id": "b"}\n')
+    with pytest.raises(DataError, match=r"s.samples.jsonl:2: missing field 'responses'"):
+        SamplesFile.read(path)
+    path.write_text('{"id": "a", "responses": ["x"], "verdicts": []}\n')
+    with pytest.raises(DataError, match=r"s.samples.jsonl:1: 0 verdicts for 1 responses"):
+        SamplesFile.read(path)
+    path.write_text("{oops\n")
+    with pytest.raises(DataError, match=r"s.samples.jsonl:1: not valid JSON"):
+        SamplesFile.read(path)
