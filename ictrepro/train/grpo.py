@@ -61,6 +61,9 @@ from ictrepro.train import checkpoint
 from ictrepro.train.metrics import MetricsLog, MetricSums, selection_metrics
 from ictrepro.verify import GradeRequest, Verdict
 
+#: Tokens a prompt may take in the vLLM engine's context (``infra.vllm.max_model_len=0``).
+PROMPT_BUDGET = 1024
+
 
 def derive_seed(*parts: object) -> int:
     """A 40-bit seed from ``parts`` (e.g. ``(seed, "sample", step)``), stable across runs."""
@@ -408,7 +411,9 @@ class GRPOTrainer:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         policy = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
         if self.infra.gradient_checkpointing:
-            policy.activation_checkpointing_enable({"use_reentrant": False})
+            # Older transformers 5 releases (vLLM's pin) have only the former name.
+            enable = getattr(policy, "activation_checkpointing_enable", None)
+            (enable or policy.gradient_checkpointing_enable)({"use_reentrant": False})
         self.reference = None
         if self.rl.kl_coef > 0:
             self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
@@ -427,6 +432,9 @@ class GRPOTrainer:
             self.tokenizer,
             batch_size=self.rl.sample_batch_size,
             model_path=str(model_path),
+            vllm_settings=self.infra.vllm,
+            vllm_dtype=self.rl.vllm_dtype,
+            max_model_len=PROMPT_BUDGET + self.rl.max_new_tokens,
         )
         self.schedule = PromptSchedule(len(problems), self.rl.prompts_per_step, config.seed)
         self.with_js = "js" in self.rule.needs or self.rl.log_js
