@@ -416,8 +416,12 @@ class GRPOTrainer:
             (enable or policy.gradient_checkpointing_enable)({"use_reentrant": False})
         self.reference = None
         if self.rl.kl_coef > 0:
-            self.reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-            self.reference.requires_grad_(False).eval().to(accelerator.device)
+            reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+            reference.requires_grad_(False).eval()
+            # Prepared like the policy: under FSDP with cpu-RAM-efficient loading only rank
+            # 0 reads real weights, and preparing is what shards and broadcasts them; on
+            # one device or DDP it only moves the model (no gradient hooks for evaluation).
+            self.reference = accelerator.prepare_model(reference, evaluation_mode=True)
         optimizer = torch.optim.AdamW(
             policy.parameters(), lr=self.rl.lr, weight_decay=self.rl.weight_decay
         )
