@@ -138,3 +138,40 @@ def test_a_training_run_names_its_devices(tmp_path, method):
     with RequireExplicitDevice():
         result = train(config, run_dir, show_progress=False, verifier=EveryOtherCorrect())
     assert [m["update_skipped"] for m in result.metrics] == [False, False]
+
+
+ACCELERATORS = [d for d in ("cuda", "xpu", "mps") if getattr(torch, d).is_available()]
+
+
+@pytest.mark.skipif(not ACCELERATORS, reason="no accelerator on this machine")
+@pytest.mark.parametrize("device", ACCELERATORS)
+def test_the_algorithm_runs_on_an_accelerator_and_equals_the_cpu(batch, device):
+    """Where a GPU is present: the same numbers from inputs on it as on the CPU."""
+    moved = {k: v.to(device) for k, v in batch.items()}
+    for inputs in (batch, moved):
+        adv = group_advantages(inputs["rewards"], inputs["groups"])
+        stats = token_stats(inputs["logits"], inputs["tokens"], inputs["mask"], inputs["groups"])
+        selection = SelectionInputs(
+            response_mask=inputs["mask"],
+            advantages=adv,
+            logprob=stats.logprob,
+            entropy=stats.entropy,
+            js=stats.js,
+            step=100,
+            generator=torch.Generator().manual_seed(0),
+        )
+        masks = {name: rule(selection) for name, rule in available_selections().items()}
+        loss, _ = grpo_loss(
+            inputs["lp"],
+            inputs["old"],
+            adv,
+            masks["ict"],
+            inputs["mask"],
+            ref_logprob_BT=inputs["old"],
+        )
+        inputs["result"] = (adv, stats.js, masks, loss)
+    cpu, acc = batch["result"], moved["result"]
+    torch.testing.assert_close(acc[0].cpu(), cpu[0])
+    torch.testing.assert_close(acc[1].cpu(), cpu[1], atol=1e-5, rtol=1e-4)
+    assert all(torch.equal(acc[2][name].cpu(), cpu[2][name]) for name in ("grpo", "random"))
+    torch.testing.assert_close(acc[3].cpu(), cpu[3], atol=1e-5, rtol=1e-4)
