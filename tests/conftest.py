@@ -45,7 +45,7 @@ class AlternatingVerifier:
 def smoke_world(tmp_path_factory) -> Path:
     """A `tiny-smoke` run directory after `prepare` (seed 0), made once per session. Read
     only: copy it (:func:`copy_world`) before writing into it."""
-    from ictrepro.config import prepare_preset
+    from ictrepro.presets import prepare_preset
     from ictrepro.stages.prepare import prepare
 
     run_dir = tmp_path_factory.mktemp("world") / "run"
@@ -112,7 +112,7 @@ class ScriptedSampler:
 
 
 #: The modules whose samplers the scripted policy replaces.
-EVALUATORS = ("ictrepro.stages.eval", "ictrepro.cli")
+EVALUATORS = ("ictrepro.stages.eval", "ictrepro.stages.sample")
 
 
 def script_policy(monkeypatch):
@@ -120,8 +120,7 @@ def script_policy(monkeypatch):
     :class:`ScriptedSampler` over the tiny suites of the run directory being evaluated
     (training keeps its real sampler); returns
     ``expected(run_dir, suite, trained) -> [n_correct per problem]``."""
-    from ictrepro.config import EVAL_SUITES
-    from ictrepro.data.suites import load_test_split
+    from ictrepro.data.suites import EVAL_SUITES, load_test_split
     from ictrepro.rollout import sampler as sampler_module
     from ictrepro.rundir import RunDir
 
@@ -135,10 +134,10 @@ def script_policy(monkeypatch):
 
     real_make_sampler = sampler_module.make_sampler
 
-    def fake_make_sampler(name, model, tokenizer, *, batch_size, model_path=None):
+    def fake_make_sampler(name, model, tokenizer, *, batch_size, model_path=None, **engine):
         if sys._getframe(1).f_globals["__name__"] not in EVALUATORS:  # training: the real one
             return real_make_sampler(
-                name, model, tokenizer, batch_size=batch_size, model_path=model_path
+                name, model, tokenizer, batch_size=batch_size, model_path=model_path, **engine
             )
         path = Path(model_path)
         trained = path.name == "final_model"

@@ -11,6 +11,7 @@ import yaml
 
 from ictrepro.data.suites import EVAL_SUITES
 from ictrepro.errors import ConfigError
+from ictrepro.evaluate.lm_eval_bridge import TASKS_DIR
 from ictrepro.presets import TINY_EVAL, get_preset, prepare_preset, preset_names, train_preset
 
 ROOT = Path(__file__).parent.parent
@@ -53,7 +54,7 @@ _TaskLoader.add_constructor("!function", lambda loader, node: loader.construct_s
 
 
 def test_every_tiny_task_file_states_the_tiny_decoding():
-    paths = sorted((ROOT / "tasks").glob("ictrepro_tiny_*.yaml"))
+    paths = sorted(TASKS_DIR.glob("ictrepro_tiny_*.yaml"))
     suites = {p.stem.removeprefix("ictrepro_").replace("_", "-") for p in paths}
     assert suites == set(EVAL_SUITES) == set(TINY_EVAL.benchmarks)
     sampling = TINY_EVAL.sampling

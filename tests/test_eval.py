@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from ictrepro.cli import app
 from ictrepro.data.suites import load_test_split
+from ictrepro.errors import ConfigError
 from ictrepro.evaluate.passk import mean_pass_at_k
 from ictrepro.evaluate.score import score_problems
 from ictrepro.presets import train_preset
@@ -171,9 +172,6 @@ def test_score_problems_by_hand():
         score_problems([[C, W]], ["a"], (1, 4))
 
 
-# MERGE (cli branch): exit 2 needs stages/eval.py's score_responses_file to raise DataError
-# (its ValueErrors at 'has no responses', 'missing field', 'not a problem of'); the CLI
-# boundary catches only IctreproError.
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -242,8 +240,6 @@ def test_score_too_few_samples_for_k(run_dir, tmp_path):
     assert ok.exit_code == 0 and "7 problems have no response" in flat(ok.output)
 
 
-# MERGE (cli branch): exit 2 needs stages/eval.py to raise ConfigError for an unknown
-# model (KeyError in evaluate_run) and for n < max k (ValueError in load_task).
 def test_eval_bad_input(run_dir):
     runner = CliRunner()
     result = runner.invoke(
@@ -279,9 +275,9 @@ def test_paper_benchmarks_from_a_local_folder_and_bad_names(tmp_path):
     task = load_task("aime24", data_dir=tmp_path / "benchmarks")
     assert [p.answer for p in task.problems] == ["1", "2", "3"]
     assert task.sampling.n == 16 and max(task.ks) <= task.sampling.n
-    with pytest.raises(KeyError, match=r"'nope' is unknown; valid: tiny-gsm8k.*math500"):
+    with pytest.raises(ConfigError, match=r"'nope' is unknown; valid: tiny-gsm8k.*math500"):
         load_task("nope")
-    with pytest.raises(KeyError, match="'gsm8k_train' is a training set"):
+    with pytest.raises(ConfigError, match="'gsm8k_train' is a training set"):
         load_task("gsm8k_train")
 
 

@@ -19,6 +19,7 @@ from transformers import AutoTokenizer
 from ictrepro.data.prompts import render_prompt
 from ictrepro.data.records import Problem
 from ictrepro.data.suites import EVAL_SUITES
+from ictrepro.errors import ConfigError
 from ictrepro.evaluate.lm_eval_bridge import (
     FILTER,
     TASKS_DIR,
@@ -409,7 +410,7 @@ def test_real_benchmark_documents_round_trip(name):
 
 
 def test_bridge_refuses_unknown_tasks_and_a_missing_tasks_dir(tmp_path):
-    with pytest.raises(KeyError, match=r"unknown lm-eval task.*valid: ictrepro_aime23"):
+    with pytest.raises(ConfigError, match=r"unknown lm-eval task.*valid: ictrepro_aime23"):
         run_lm_eval("m", "gsm8k")
     with pytest.raises(FileNotFoundError, match="pass tasks_dir"):
         run_lm_eval("m", "ictrepro_tiny", tasks_dir=tmp_path)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ictrepro.data.records import Problem
+from ictrepro.errors import ConfigError
 
 #: The filter every ictrepro task declares; it keeps all ``repeats`` samples of a problem.
 FILTER = "all_samples"
@@ -254,7 +255,9 @@ def run_lm_eval(
     )
     unknown = [n for n in names if n not in manager.all_tasks]
     if unknown:
-        raise KeyError(f"unknown lm-eval task(s) {unknown}; valid: {', '.join(manager.all_tasks)}")
+        raise ConfigError(
+            f"unknown lm-eval task(s) {unknown}; valid: {', '.join(manager.all_tasks)}"
+        )
 
     task_specs: list[Any] = names
     if repeats is not None:

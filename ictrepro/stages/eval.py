@@ -31,7 +31,7 @@ from rich.table import Table
 from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
 from ictrepro.data.records import Problem
 from ictrepro.data.suites import EVAL_SUITES, is_tiny_suite, load_test_split
-from ictrepro.errors import ConfigError, RunDirError
+from ictrepro.errors import ConfigError, DataError, RunDirError
 from ictrepro.evaluate.score import BenchmarkScore, grade_responses, score_problems
 from ictrepro.io import hash_outputs, read_jsonl_numbered, sha256_file, sha256_json
 from ictrepro.presets import TINY_EVAL
@@ -89,17 +89,19 @@ def load_task(
             kind = (
                 "a training set, not an evaluation benchmark" if name in BENCHMARKS else "unknown"
             )
-            raise KeyError(f"benchmark {name!r} is {kind}; valid: {', '.join(benchmark_names())}")
+            raise ConfigError(
+                f"benchmark {name!r} is {kind}; valid: {', '.join(benchmark_names())}"
+            )
         spec = BENCHMARKS[name]
         problems = load_benchmark(name, data_dir=data_dir)
         sampling = SamplingParams(spec.n, spec.temperature, spec.top_p, spec.max_new_tokens)
         ks = tuple(spec.ks)
     if not problems:
-        raise ValueError(f"benchmark {name} has no problems")
+        raise DataError(f"benchmark {name} has no problems")
     if n is not None:
         sampling = dataclasses.replace(sampling, n=n)
     if sampling.n < max(ks):
-        raise ValueError(
+        raise ConfigError(
             f"{name}: pass@{max(ks)} needs at least {max(ks)} samples per problem, but n = "
             f"{sampling.n}; raise --n"
         )
@@ -357,18 +359,18 @@ def score_responses_file(
     """
     numbered = read_jsonl_numbered(responses_path)
     if not numbered:
-        raise ValueError(f"{responses_path} has no responses")
+        raise DataError(f"{responses_path} has no responses")
     rows = [row for _, row in numbered]
     by_id = {p.id: p for p in task.problems}
     for lineno, row in numbered:
         where = f"{responses_path}:{lineno}"
         for name in ("id", "response"):
             if name not in row:
-                raise ValueError(f"{where}: missing field {name!r}")
+                raise DataError(f"{where}: missing field {name!r}")
         if not isinstance(row["response"], str):
-            raise ValueError(f"{where}: field 'response' must be a string")
+            raise DataError(f"{where}: field 'response' must be a string")
         if str(row["id"]) not in by_id:
-            raise ValueError(
+            raise DataError(
                 f"{where}: id {row['id']!r} is not a problem of {task.name} "
                 f"(ids look like {task.problems[0].id!r})"
             )

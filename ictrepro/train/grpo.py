@@ -469,7 +469,10 @@ class GRPOTrainer:
                 if completed % self.infra.checkpoint_every == 0 or completed == self.rl.steps:
                     self.save_checkpoint(completed)
                 advance(1, self._describe(metrics))
-        self.accelerator.end_training()
+        # Not accelerator.end_training(): that also ends the process group, which saving
+        # the final model still needs.
+        for tracker in self.accelerator.trackers:
+            tracker.finish()
         return history
 
     def step(self, step: int) -> dict[str, Any]:
