@@ -6,6 +6,7 @@ One engine is built per module (about 40 s on 2 cores) from a prepared tiny-smok
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -14,7 +15,7 @@ import torch
 vllm = pytest.importorskip("vllm", reason="vLLM is installed only by `nox -s vllm`")
 
 from ictrepro.config import VLLMSpec  # noqa: E402
-from ictrepro.presets import prepare_preset, train_preset  # noqa: E402
+from ictrepro.presets import prepare_preset  # noqa: E402
 from ictrepro.rollout.hf import hf_generate  # noqa: E402
 from ictrepro.rollout.params import SamplingParams  # noqa: E402
 from ictrepro.rollout.vllm import VLLMSampler, make_engine  # noqa: E402
@@ -25,8 +26,12 @@ PROMPTS = ["Question: 2 + 3 = ?\nAnswer:", "Question: 7 - 4 = ?\nAnswer:", "x"]
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
+    """A tiny-smoke world whose attention heads are 32 wide, as the tiny preset's: vLLM's
+    CPU attention kernels have no head size 16 (tiny-smoke's own)."""
     run_dir = tmp_path_factory.mktemp("vllm") / "run"
-    prepare(prepare_preset("tiny-smoke"), run_dir, show_progress=False)
+    config = prepare_preset("tiny-smoke")
+    model = dataclasses.replace(config.model, hidden_size=64, intermediate_size=128)
+    prepare(dataclasses.replace(config, model=model), run_dir, show_progress=False)
     return run_dir
 
 
@@ -109,11 +114,17 @@ def test_pushed_weights_change_the_outputs_and_agree_with_hf(sampler, hf_model):
 
 
 def test_three_training_steps_with_the_vllm_sampler(world):
-    from ictrepro.stages.train import train
+    """`ictrepro train` as a user runs it (its own process, so its engine is the only one)."""
+    import json
+    import subprocess
+    import sys
 
-    config = train_preset(
-        "tiny-smoke", method="ict", overrides={"rl.sampler": "vllm", "rl.vllm_dtype": "float32"}
-    )
-    result = train(config, world, show_progress=False)
-    assert [m["step"] for m in result.metrics] == [1, 2, 3]
-    assert all(m["response_length_mean"] > 0 for m in result.metrics)
+    command = [sys.executable, "-m", "ictrepro.cli", "train", "--method", "ict"]
+    command += ["--preset", "tiny-smoke", "--run", str(world), "--quiet"]
+    command += ["--set", "rl.sampler=vllm", "--set", "rl.vllm_dtype=float32"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = (world / "train" / "ict-seed0" / "metrics.jsonl").read_text().splitlines()
+    metrics = [json.loads(line) for line in lines]
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    assert all(m["response_length_mean"] > 0 for m in metrics)
