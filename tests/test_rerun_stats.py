@@ -13,23 +13,35 @@ from ictrepro.results import rerun_stats as rs
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
 
 
-def test_paired_variance_hand_computed():
+def test_null_variance_hand_computed():
     x = np.array([0.0, 0.25, 0.5, 1.0])
-    y = np.array([0.25, 0.25, 1.0, 0.5])
-    # d = [0.25, 0, 0.5, -0.5]; mean 0.0625; sum of squares about it 0.546875; / 3 / 4
-    assert rs.paired_variance(x, y) == pytest.approx(0.546875 / 3 / 4, rel=1e-15)
-    with pytest.raises(ValueError, match="P >= 2"):
-        rs.paired_variance(x[:1], y[:1])
+    y = np.array([0.25, 0.25, 1.0, 1.0])
+    # pooled p = [1/8, 1/4, 3/4, 1]; 2 p (1 - p) = [7/32, 3/8, 3/8, 0], sum 31/32; / n / P**2
+    assert rs.null_variance(x, y, 4) == pytest.approx(31 / 32 / 4 / 16, rel=1e-15)
+    with pytest.raises(ValueError, match="equal"):
+        rs.null_variance(x, y[:2], 4)
 
 
-@pytest.mark.parametrize("size", [2, 7, 64, 500])
-def test_paired_variance_matches_a_naive_float64_loop(size):
+@pytest.mark.parametrize("size", [1, 7, 64, 500])
+def test_null_variance_matches_a_naive_float64_loop(size):
     rng = np.random.default_rng(size)
     x, y = rng.integers(0, 5, size) / 4, rng.integers(0, 5, size) / 4
-    d = [float(b) - float(a) for a, b in zip(x, y, strict=True)]
-    mean = sum(d) / size
-    naive = sum((v - mean) ** 2 for v in d) / (size - 1) / size
-    assert rs.paired_variance(x, y) == pytest.approx(naive, rel=1e-12)
+    naive = 0.0
+    for a, b in zip(x.tolist(), y.tolist(), strict=True):
+        p = (a + b) / 2
+        naive += 2 * p * (1 - p) / 4
+    assert rs.null_variance(x, y, 4) == pytest.approx(naive / size**2, rel=1e-12)
+
+
+def test_null_variance_is_the_variance_of_the_difference_under_the_null():
+    rng = np.random.default_rng(1)
+    q = rng.uniform(0.05, 0.95, 16)
+    x, y = rng.binomial(4, q, (20000, 16)) / 4, rng.binomial(4, q, (20000, 16)) / 4
+    truth = float(np.sum(2 * q * (1 - q)) / 4 / 16**2)
+    assert np.var(y.mean(axis=1) - x.mean(axis=1)) == pytest.approx(truth, rel=0.05)
+    # The pooled estimate is biased low by the sampling spread of p; small at n = 4.
+    estimates = [rs.null_variance(a, b, 4) for a, b in zip(x[:4000], y[:4000], strict=True)]
+    assert np.mean(estimates) == pytest.approx(truth, rel=0.2)
 
 
 def test_sampling_variance_hand_computed_and_unbiased():
@@ -60,16 +72,17 @@ def test_between_run_variance_hand_computed():
 def test_z_scores_hand_computed():
     pinned = {("m", "b"): np.array([4, 0, 2, 2])}
     rerun = {("m", "b"): np.array([2, 0, 2, 0])}
-    # x = [1, 0, .5, .5], y = [.5, 0, .5, 0]: d = [-.5, 0, 0, -.5], mean -0.25,
-    # var(d, ddof=1) = 4 * 0.0625 / 3 = 1/12, / P = 1/48; + 2 * tau2 -> se**2 = 1/48 + 0.02
+    # x = [1, 0, .5, .5], y = [.5, 0, .5, 0]: diff -0.25; pooled p = [.75, 0, .5, .25],
+    # 2 p (1 - p) = [3/8, 0, 1/2, 3/8], sum 5/4, / n / P**2 = 5/256; + 2 * tau2 (0.01)
     [(diff, se, z)] = rs.z_scores(pinned, rerun, 4, {"b": 0.01}).values()
     assert diff == pytest.approx(-0.25)
-    assert se == pytest.approx(np.sqrt(1 / 48 + 0.02))
-    assert z == pytest.approx(-0.25 / np.sqrt(1 / 48 + 0.02))
+    assert se == pytest.approx(np.sqrt(5 / 256 + 0.02))
+    assert z == pytest.approx(-0.25 / np.sqrt(5 / 256 + 0.02))
     same = rs.z_scores(pinned, pinned, 4, {})
-    assert same[("m", "b")] == (0.0, 0.0, 0.0)
+    assert same[("m", "b")] == (0.0, 0.125, 0.0)  # p = [1, 0, .5, .5]: se**2 = 1 / 4 / 16
+    # Every problem moved by the same amount: finite (p = 1/2: se**2 = 2 * 2/4 / 4 / 4 = 1/16).
     shifted = rs.z_scores({("m", "b"): np.array([0, 0])}, {("m", "b"): np.array([4, 4])}, 4, {})
-    assert shifted[("m", "b")][2] == np.inf  # every problem moved by the same amount
+    assert shifted[("m", "b")] == pytest.approx((1.0, 0.25, 4.0))
 
 
 def test_simulated_runs_have_the_intended_spread():

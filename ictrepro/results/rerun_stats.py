@@ -7,9 +7,12 @@ another training seed. The test compares, for every (model, benchmark) pair, the
 per-problem fraction correct ``y_i = c_i / n`` with the pinned ``x_i`` (``P`` problems):
 
 - ``diff = mean(y) - mean(x)`` (pass@1 difference, a fraction);
-- ``se**2 = var(y - x) / P + 2 * tau2``: the paired sampling variance of the difference,
-  plus the between-run variance ``tau2`` of a benchmark's mean for each side, estimated
-  from the pinned seeds of every method (:func:`between_run_variance`);
+- ``se**2 = sum_i 2 p_i (1 - p_i) / n / P**2 + 2 * tau2``: the binomial variance of the
+  paired difference if both sides solved problem ``i`` at the pooled rate
+  ``p_i = (x_i + y_i) / 2`` (as a score test does: it stays finite when every problem
+  moved by the same amount, where the differences' own variance is 0), plus the
+  between-run variance ``tau2`` of a benchmark's mean for each side, estimated from the
+  pinned seeds of every method (:func:`between_run_variance`);
 - ``z = diff / se``, and the check fails when ``max |z|`` over all pairs exceeds a critical
   value ``c`` found by simulation (:func:`calibrate`): honest re-runs simulated from the
   pinned per-problem rates, with a run effect of variance ``tau2``, exceed it with
@@ -43,12 +46,14 @@ def fractions(counts: Sequence[int], n: int) -> np.ndarray:
     return np.asarray(counts, dtype=np.float64) / n
 
 
-def paired_variance(x: np.ndarray, y: np.ndarray) -> float:
-    """Variance of ``mean(y - x)`` estimated from the ``P`` paired differences (``[P]``
-    each): ``var(y - x, ddof=1) / P``."""
-    if x.shape != y.shape or x.ndim != 1 or x.size < 2:
-        raise ValueError(f"need two equal [P] arrays with P >= 2, got {x.shape} and {y.shape}")
-    return float(np.var(y - x, ddof=1) / x.size)
+def null_variance(x: np.ndarray, y: np.ndarray, n: int) -> float:
+    """Variance of ``mean(y - x)`` (``[P]`` fractions each) if both sides drew ``n`` samples
+    of each problem at its pooled rate ``p_i = (x_i + y_i) / 2``:
+    ``sum_i 2 p_i (1 - p_i) / n / P**2``."""
+    if x.shape != y.shape or x.ndim != 1 or x.size < 1:
+        raise ValueError(f"need two equal [P] arrays with P >= 1, got {x.shape} and {y.shape}")
+    p = (x + y) / 2
+    return float(np.sum(2 * p * (1 - p)) / n / x.size**2)
 
 
 def sampling_variance(counts: np.ndarray, n: int) -> float:
@@ -86,7 +91,7 @@ def z_scores(
     for key in pinned.keys() & rerun.keys():
         x, y = fractions(pinned[key], n), fractions(rerun[key], n)
         diff = float(y.mean() - x.mean())
-        se = float(np.sqrt(paired_variance(x, y) + 2 * tau2.get(key[1], 0.0)))
+        se = float(np.sqrt(null_variance(x, y, n) + 2 * tau2.get(key[1], 0.0)))
         z = 0.0 if diff == 0 else (diff / se if se > 0 else float(np.copysign(np.inf, diff)))
         out[key] = (diff, se, z)
     return out
@@ -137,7 +142,8 @@ def _max_abs_z(
         x = simulate(q, n, t, runs, rng) / n
         y = simulate(rerun_rates[key], n, t, runs, rng) / n
         diff = y.mean(axis=1) - x.mean(axis=1)
-        var = np.var(y - x, axis=1, ddof=1) / q.size + 2 * t
+        p = (x + y) / 2
+        var = np.sum(2 * p * (1 - p), axis=1) / n / q.size**2 + 2 * t
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(diff == 0, 0.0, np.abs(diff) / np.sqrt(var))
         worst = np.maximum(worst, np.nan_to_num(z, posinf=np.inf))
