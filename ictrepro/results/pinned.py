@@ -11,8 +11,12 @@ a checkout means running in it (or naming its ``results/``).
   in the benchmark's order, ungradable problems left out), ``n_samples``, ``pass_at``;
 - ``report.md``: the run's report (``ictrepro report``), when it has one;
 - ``provenance.json``: preset, methods, seeds, the hashes that produced them (prepare
-  config, each training run's config + inputs, each evaluation's model / problems /
-  settings identity), the package and torch versions, the platform and thread setting.
+  config, each training run's config + outputs, each evaluation's model / problems /
+  settings identity), ``world`` (the hashes of the prepare config, base model and data
+  every model grew from: :func:`world_identity`), ``numerics`` (CPU, torch's kernel
+  capability, MKL / oneDNN versions, threads, package versions and the determinism
+  settings in effect: :func:`ictrepro.determinism.numerics_provenance`), the worker count
+  and each stage's wall time.
 
 ``results/MANIFEST.sha256`` lists ``<sha256>  <path>`` for every file under ``results/``.
 ``check_results`` verifies the manifest (a modified, truncated, missing or unlisted file is
@@ -20,6 +24,7 @@ named), the schema of every result file and each ``pass_at`` against the one rec
 from the counts (so an edited number is caught even under a rewritten manifest), and the
 paper's numbers shipped with the package. ``pin_run`` copies a run's results in and
 rewrites the manifest: that is how results are re-pinned after an intended change.
+Re-running a preset and comparing it with these results: :mod:`ictrepro.results.rerun`.
 """
 
 from __future__ import annotations
