@@ -211,7 +211,8 @@ def test_compare_stops_before_training_in_another_world(pinned_smoke, tmp_path):
         )
     text = flat(str(info.value))
     assert "another world than the pinned baselines of tiny-smoke" in text
-    assert f"base_model {'ab' * 6} pinned" in text and "--rerun-baselines" in text
+    assert f"here, {'ab' * 6} pinned" in text and "base_model " in text
+    assert "--rerun-baselines" in text and "took " in text  # the way out, with its cost
     assert "cpu: " in text  # the numerics that differ are named
     assert not (run_dir / "train").exists()  # nothing was trained
 

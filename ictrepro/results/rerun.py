@@ -12,7 +12,6 @@ pinned per-problem counts (:mod:`ictrepro.results.rerun_stats`: false-alarm rate
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,11 +75,10 @@ class RerunOutcome:
     def lines(self) -> list[str]:
         """The outcome as printable lines (provenance of both sides, mode, per pair)."""
         out = ["numerics (pinned | here):"]
-        for key in sorted(set(self.pinned_numerics) | set(self.here_numerics)):
-            a = self.pinned_numerics.get(key, "(not recorded)")
-            b = self.here_numerics.get(key, "(not recorded)")
-            mark = "  " if a == b else "!="
-            out.append(f"  {mark} {key}: {_short(a)} | {_short(b)}")
+        pinned, here = _flat(self.pinned_numerics), _flat(self.here_numerics)
+        for key in sorted(set(pinned) | set(here)):
+            a, b = pinned.get(key, "(not recorded)"), here.get(key, "(not recorded)")
+            out.append(f"  {'  ' if a == b else '!='} {key}: {a} | {b}")
         out.append("stages: " + ", ".join(f"{k} {v}" for k, v in self.stages.items()))
         out.append(
             f"mode: {self.mode} ({self.identical_pairs} of {self.total_pairs} (model, "
@@ -103,9 +101,15 @@ class RerunOutcome:
         return out
 
 
-def _short(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
-    return text if len(text) <= 100 else text[:97] + "..."
+def _flat(record: dict[str, Any]) -> dict[str, str]:
+    """``{"cpu.model": "AMD EPYC", "threads": "1", ...}``: nested fields one per line."""
+    flat = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{k}": str(v) for k, v in value.items()})
+        else:
+            flat[key] = str(value)
+    return flat
 
 
 def rerun_check(
