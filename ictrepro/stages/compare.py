@@ -127,9 +127,10 @@ def world_mismatch(run_dir: Path, preset: str, results_dir: Path = RESULTS_DIR) 
 def _other_world_message(
     preset: str, run_dir: Path, mismatch: list[str], provenance: dict[str, Any]
 ) -> str:
-    from ictrepro.determinism import differences, numerics_provenance
+    from ictrepro.determinism import DECISIVE, differences, numerics_provenance
 
-    numerics = differences(provenance.get("numerics") or {}, numerics_provenance())
+    fields = ("cpu", *DECISIVE)
+    numerics = differences(provenance.get("numerics") or {}, numerics_provenance(), fields)
     seconds = provenance.get("times_s") or {}
     cost = (
         f" (the pinned reproduction took {seconds['total_s'] / 60:.0f} min on its machine)"
