@@ -72,13 +72,24 @@ def pin_torch() -> None:
 
 
 def cpu_model() -> dict[str, str]:
-    """``{"vendor", "model", "flags"}`` of this CPU (``/proc/cpuinfo``; ``platform`` elsewhere);
-    ``flags`` keeps only the vector extensions that choose code paths."""
+    """``{"vendor", "model", "flags", ...}`` of this CPU (``/proc/cpuinfo``: also family, model
+    number and stepping; ``platform`` elsewhere); ``flags`` keeps only the vector
+    extensions that choose code paths."""
     info = {"vendor": "", "model": platform.processor() or platform.machine(), "flags": ""}
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         text = cpuinfo.read_text(encoding="utf-8", errors="replace")
-        for key, field in (("vendor", "vendor_id"), ("model", "model name"), ("flags", "flags")):
+        fields = {
+            "vendor": "vendor_id",
+            "model": "model name",
+            "flags": "flags",
+            # Virtual machines often show a generic name ("AMD EPYC"): the numbers tell
+            # the generations apart.
+            "family": "cpu family",
+            "model_number": "model",
+            "stepping": "stepping",
+        }
+        for key, field in fields.items():
             match = re.search(rf"^{field}\s*:\s*(.*)$", text, re.MULTILINE)
             if match:
                 info[key] = match.group(1).strip()
