@@ -12,10 +12,15 @@ model amplifies the drift into different answers.
 kernels at AVX2 (which every x86-64 CPU of the last decade has), MKL's conditional
 numerical reproducibility branch ``COMPATIBLE`` (the branch MKL documents as giving the
 same results on Intel and non-Intel CPUs; its ``AVX2`` branch falls back to per-CPU
-dispatch on AMD), oneDNN at AVX2, and one thread everywhere. :func:`pin_environment` is
-called by the command line before torch runs anything, and spawned workers inherit the
-environment. ``ICTREPRO_UNPINNED=1`` leaves the environment alone (faster on many cores,
-but the numbers are then the machine's own).
+dispatch on AMD), oneDNN at AVX2, and one thread everywhere. ``torch.use_deterministic_
+algorithms`` is not needed: it replaces kernels whose result depends on thread timing, and
+with one thread no CPU kernel's does (provenance records the flag all the same).
+
+:func:`pin_environment` is called by the command line before torch runs anything, and
+spawned workers inherit the environment. The price is the ``COMPATIBLE`` branch's speed:
+about 2.2x the CPU time of training steps at the tiny model's size (README, "Stored
+results and regression checks"). ``ICTREPRO_UNPINNED=1`` leaves the environment alone:
+faster, but the numbers are then the machine's own.
 
 :func:`numerics_provenance` records what actually took effect (the capability torch chose,
 the library versions, threads, the CPU), so that two runs can say whether they should agree
@@ -58,17 +63,6 @@ def pin_environment(environ: MutableMapping[str, str] | None = None) -> dict[str
         return {}
     environ.update(PINNED_ENV)
     return dict(PINNED_ENV)
-
-
-def pin_torch() -> None:
-    """Thread count and deterministic algorithms in an already running torch (the
-    environment alone does not reach a torch imported before :func:`pin_environment`)."""
-    import torch
-
-    if os.environ.get(OPT_OUT) == "1":
-        return
-    torch.set_num_threads(int(PINNED_ENV["OMP_NUM_THREADS"]))
-    torch.use_deterministic_algorithms(True)
 
 
 def cpu_model() -> dict[str, str]:
