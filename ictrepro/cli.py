@@ -18,8 +18,13 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from ictrepro.determinism import pin_environment
 from ictrepro.errors import ConfigError, IctreproError
 from ictrepro.stages.reproduce import DEFAULT_JOBS
+
+# Before torch runs anything: the numbers then agree across x86-64 machines (see
+# ictrepro/determinism.py); spawned workers inherit the environment.
+pin_environment()
 
 console = Console()
 err_console = Console(stderr=True)
@@ -191,21 +196,18 @@ def check(
         raise typer.Exit(code=1)
     console.print(f"[green]check: {root} is intact[/] (manifest and schemas)")
     if rerun:
-        from ictrepro.results.pinned import rerun_check
+        from ictrepro.results.rerun import rerun_check
 
         target = work_dir or Path("runs") / f"check-{preset}"
-        mode, problems = rerun_check(preset, target, results_dir=root, show_progress=True)
-        for problem in problems:
-            err_console.print(f"[red]FAIL[/] {problem}", soft_wrap=True)
-        expectation = (
-            "bit-identical (same platform and torch as the pinned run)"
-            if mode == "identical"
-            else "within the declared tolerance (another platform or torch version)"
-        )
-        if problems:
-            err_console.print(f"check --rerun: results are not {expectation}")
+        outcome = rerun_check(preset, target, results_dir=root, show_progress=True)
+        for line in outcome.lines():
+            console.print(Text(line), soft_wrap=True)
+        for problem in outcome.problems:
+            err_console.print(Text.assemble(("FAIL ", "red"), problem), soft_wrap=True)
+        if not outcome.passed:
+            err_console.print(f"check --rerun: FAILED ({outcome.mode})")
             raise typer.Exit(code=1)
-        console.print(f"[green]check --rerun: the re-run subset is {expectation}[/]")
+        console.print(f"[green]check --rerun: passed ({outcome.mode})[/]")
 
 
 @app.command()
@@ -222,6 +224,12 @@ def compare(
     jobs: int = typer.Option(
         None,
         help="Worker processes (one thread each); default: those of the pinned baselines.",
+    ),
+    rerun_baselines: bool = typer.Option(
+        False,
+        "--rerun-baselines",
+        help="Where this machine builds another world than the pinned one (base model or data "
+        "hash), train the baselines here too instead of stopping.",
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
 ) -> None:
@@ -242,6 +250,7 @@ def compare(
         seeds=tuple(_int_list(seeds, "--seeds", "0,1,2")),
         method_module=method_module,
         jobs=jobs,
+        rerun_baselines=rerun_baselines,
         show_progress=not quiet,
         console=Console(quiet=quiet),
     )

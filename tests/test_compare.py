@@ -149,6 +149,16 @@ def test_compare_trains_only_the_new_rule_and_reports_it_against_the_pinned(
     text = (run_dir / "report" / "report.md").read_text()
     assert "lowprob_cmp" in text and "GRPO" in text
     assert set(report.gains) >= {"grpo", "ict"}
+    # Which world each number comes from: the pinned baselines' and this run's are one.
+    record = json.loads((run_dir / "compare.json").read_text())
+    assert (
+        record["world"]["base_model_sha256"]
+        == json.loads((results / "tiny-smoke" / "provenance.json").read_text())["world"][
+            "base_model_sha256"
+        ]
+    )
+    assert "(pinned;" in record["numbers_from"]["grpo"]
+    assert "the pinned world" in record["numbers_from"]["lowprob_cmp"]
 
 
 def test_compare_refuses_another_prepared_world(pinned_smoke, tmp_path):
@@ -162,6 +172,83 @@ def test_compare_refuses_another_prepared_world(pinned_smoke, tmp_path):
     prepare(prepare_preset("tiny-smoke", seed=5), other, show_progress=False)
     with pytest.raises(ResultsError, match="prepared with another config"):
         materialise_pinned(other, "tiny-smoke", results_dir=results, skip_methods=set())
+
+
+def _results_of_another_world(results, tmp_path):
+    """A copy of the pinned results whose base model came from another machine's prepare
+    (its hash in provenance.json differs from what this machine builds)."""
+    import shutil
+
+    from ictrepro.results.pinned import write_manifest
+
+    other = shutil.copytree(results, tmp_path / "results")
+    path = other / "tiny-smoke" / "provenance.json"
+    provenance = json.loads(path.read_text())
+    provenance["world"]["base_model_sha256"] = "ab" * 32
+    provenance["numerics"]["cpu"] = {"vendor": "GenuineIntel", "model": "Xeon", "flags": "avx2"}
+    path.write_text(json.dumps(provenance))
+    write_manifest(other)
+    return other
+
+
+def test_compare_stops_before_training_in_another_world(pinned_smoke, tmp_path):
+    from ictrepro.results.pinned import ResultsError
+
+    baseline_run, results = pinned_smoke
+    other = _results_of_another_world(results, tmp_path)
+    run_dir = copy_world(baseline_run, tmp_path / "compare", only_prepared=True)
+    path = rule_file(tmp_path, "world")
+    load_method_module(path)
+    with pytest.raises(ResultsError) as info:
+        compare(
+            "lowprob_world",
+            "tiny-smoke",
+            run_dir,
+            seeds=(0,),
+            method_module=path,
+            results_dir=other,
+            show_progress=False,
+        )
+    text = flat(str(info.value))
+    assert "another world than the pinned baselines of tiny-smoke" in text
+    assert f"here, {'ab' * 6} pinned" in text and "base_model " in text
+    assert "--rerun-baselines" in text and "took " in text  # the way out, with its cost
+    assert "cpu: " in text  # the numerics that differ are named
+    assert not (run_dir / "train").exists()  # nothing was trained
+
+
+def test_compare_reruns_the_baselines_in_another_world_when_asked(pinned_smoke, tmp_path):
+    baseline_run, results = pinned_smoke
+    other = _results_of_another_world(results, tmp_path)
+    run_dir = copy_world(baseline_run, tmp_path / "compare", only_prepared=True)
+    path = rule_file(tmp_path, "again")
+    load_method_module(path)
+    compare(
+        "lowprob_again",
+        "tiny-smoke",
+        run_dir,
+        seeds=(0,),
+        method_module=path,
+        results_dir=other,
+        rerun_baselines=True,
+        show_progress=False,
+    )
+    assert sorted(p.name for p in (run_dir / "train").iterdir()) == [
+        "grpo-seed0",
+        "ict-seed0",
+        "lowprob_again-seed0",
+    ]
+    record = json.loads((run_dir / "compare.json").read_text())
+    assert set(record["numbers_from"]) == {"base", "grpo", "ict", "lowprob_again"}
+    assert all("this run" in where for where in record["numbers_from"].values())
+    scores = RunDir(run_dir).load_scores()
+    assert set(scores) == {
+        ModelId("base"),
+        ModelId("grpo", 0),
+        ModelId("ict", 0),
+        ModelId("lowprob_again", 0),
+    }
+    assert not any(score.pinned for per in scores.values() for score in per.values())
 
 
 def test_a_rule_returning_the_wrong_shape_is_named_with_its_module(pinned_smoke, tmp_path):

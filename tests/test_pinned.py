@@ -191,37 +191,167 @@ def test_pin_copies_a_run_and_rewrites_the_manifest(smoke_world, tmp_path, scrip
     assert (out / "scores.jsonl").is_file() and (results / "MANIFEST.sha256").is_file()
 
 
-def test_rerun_reproduces_the_pinned_subset_and_catches_a_change(tmp_path, monkeypatch):
-    from ictrepro.results.pinned import pin_run, rerun_check
-    from ictrepro.stages.reproduce import make_plan, reproduce
-
-    expected = script_policy(monkeypatch)
-    results = tmp_path / "results"
-    first = tmp_path / "first"
-    reproduce(
-        make_plan("tiny-smoke", first, methods=("grpo", "ict"), seeds=(0,)), show_progress=False
-    )
-    assert json.loads((first / "reproduce.json").read_text())["jobs"] == 1
-    pin_run(first, "tiny-smoke", results_dir=results)  # the jobs from reproduce.json
-    assert (
-        json.loads((results / "tiny-smoke" / "provenance.json").read_text())["training_jobs"] == 1
-    )
-    assert check_results(results) == []
-    pinned = {(r["model"], r["benchmark"]): r for r in read_pinned_scores("tiny-smoke", results)}
-    assert pinned["grpo-seed0", "tiny-gsm8k"]["n_correct"] == expected(first, "tiny-gsm8k", True)
-    mode, problems = rerun_check("tiny-smoke", tmp_path / "again", results_dir=results)
-    assert (mode, problems) == ("identical", [])
-    # Change one pinned count, as an unintended change of the code would.
-    scores = results / "tiny-smoke" / "scores.jsonl"
+def _set_first_count(results, preset, value) -> dict:
+    """Set the first problem's count of the first pinned record (pass@k recomputed, manifest
+    rewritten), as an unintended change of the code would; returns the record."""
+    scores = results / preset / "scores.jsonl"
     rows = [json.loads(x) for x in scores.read_text().splitlines()]
-    rows[0]["n_correct"][0] = 4 - rows[0]["n_correct"][0]
+    rows[0]["n_correct"][0] = value(rows[0]["n_correct"][0])
     rows[0]["pass_at"] = {
         k: mean_pass_at_k([4] * len(rows[0]["n_correct"]), rows[0]["n_correct"], int(k))
         for k in rows[0]["pass_at"]
     }
     scores.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    mode, problems = rerun_check("tiny-smoke", tmp_path / "again", results_dir=results)
-    assert mode == "identical"
-    assert problems == [
-        f"{(rows[0]['model'], rows[0]['benchmark'])}: 1 problems' correct counts differ from the pinned run"
+    write_manifest(results)
+    return rows[0]
+
+
+def _edit_provenance(results, preset, edit) -> None:
+    path = results / preset / "provenance.json"
+    provenance = json.loads(path.read_text())
+    edit(provenance)
+    path.write_text(json.dumps(provenance))
+    write_manifest(results)
+
+
+@pytest.fixture(scope="module")
+def rerun_pair(tmp_path_factory):
+    """A pinned tiny-smoke reproduction (grpo, ict; seed 0; scripted policy) and a re-run of
+    it through `rerun_check` (the second reproduction of the same subset)."""
+    from ictrepro.results.pinned import pin_run
+    from ictrepro.results.rerun import rerun_check
+    from ictrepro.stages.reproduce import make_plan, reproduce
+
+    root = tmp_path_factory.mktemp("rerun")
+    results, first, again = root / "results", root / "first", root / "again"
+    with pytest.MonkeyPatch.context() as mp:
+        expected = script_policy(mp)
+        reproduce(
+            make_plan("tiny-smoke", first, methods=("grpo", "ict"), seeds=(0,)),
+            show_progress=False,
+        )
+        pin_run(first, "tiny-smoke", results_dir=results)  # the jobs from reproduce.json
+        outcome = rerun_check("tiny-smoke", again, results_dir=results)
+    return first, again, results, expected, outcome
+
+
+def test_pin_records_numerics_and_world(rerun_pair):
+    from ictrepro.determinism import DECISIVE, numerics_provenance
+    from ictrepro.results.pinned import world_identity
+
+    first, _, results, _, _ = rerun_pair
+    provenance = load_provenance("tiny-smoke", results)
+    assert provenance["training_jobs"] == 1
+    assert provenance["world"] == world_identity(first)
+    assert provenance["world"]["base_model_sha256"] is not None
+    here = numerics_provenance()
+    for field in (*DECISIVE, "cpu", "platform", "interop_threads", "deterministic_algorithms"):
+        assert provenance["numerics"][field] == here[field], field
+    assert provenance["numerics"]["versions"]["math-verify"] != "missing"
+    # The base model's hash is the one its evaluations record as their model's identity.
+    base = [r for r in read_pinned_scores("tiny-smoke", results) if r["model"] == "base"]
+    assert {r["identity"]["model_sha256"] for r in base} == {
+        provenance["world"]["base_model_sha256"]
+    }
+
+
+def test_rerun_on_the_same_machine_is_bit_identical(rerun_pair):
+    first, _, results, expected, outcome = rerun_pair
+    assert check_results(results) == []
+    pinned = {(r["model"], r["benchmark"]): r for r in read_pinned_scores("tiny-smoke", results)}
+    assert pinned["grpo-seed0", "tiny-gsm8k"]["n_correct"] == expected(first, "tiny-gsm8k", True)
+    assert (outcome.mode, outcome.passed, outcome.problems) == ("bit-identical", True, [])
+    assert (
+        outcome.identical_pairs
+        == outcome.total_pairs
+        == 3 * len({r["benchmark"] for r in pinned.values()})
+    )
+    assert outcome.stages == {
+        "prepare": "identical",
+        "train grpo-seed0": "identical",
+        "train ict-seed0": "identical",
+    }
+    text = "\n".join(outcome.lines())
+    assert "mode: bit-identical" in text and "torch_capability" in text and "cpu" in text
+
+
+def test_a_changed_count_on_the_same_machine_fails_bit_identity(rerun_pair, tmp_path):
+    from ictrepro.determinism import numerics_provenance
+    from ictrepro.results.rerun import judge_rerun
+
+    _, again, pinned_results, _, _ = rerun_pair
+    results = tmp_path / "results"
+    shutil.copytree(pinned_results, results)
+    row = _set_first_count(results, "tiny-smoke", lambda c: 0 if c == 1 else 1)
+    outcome = judge_rerun("tiny-smoke", again, numerics_provenance(), results_dir=results)
+    assert (outcome.mode, outcome.passed) == ("bit-identical", False)
+    assert outcome.problems == [
+        f"{(row['model'], row['benchmark'])}: 1 problems' correct counts differ from the pinned "
+        "run, on the same CPU with the same numerics: the build changed the numbers"
     ]
+
+
+def test_another_cpu_is_judged_statistically(rerun_pair, tmp_path):
+    """Pinned on another CPU type: a small difference passes, a regression fails, and each
+    pair says its difference, interval, adjusted p-value and verdict."""
+    from ictrepro.determinism import numerics_provenance
+    from ictrepro.results.rerun import judge_rerun
+
+    _, again, pinned_results, _, _ = rerun_pair
+    results = tmp_path / "results"
+    shutil.copytree(pinned_results, results)
+    _edit_provenance(
+        results,
+        "tiny-smoke",
+        lambda p: p["numerics"].update(
+            cpu={"vendor": "GenuineIntel", "model": "Xeon", "flags": "avx2 avx512f"},
+            torch_capability="AVX512",
+        ),
+    )
+    here = numerics_provenance()
+    _set_first_count(results, "tiny-smoke", lambda c: 0 if c else 4)
+    outcome = judge_rerun("tiny-smoke", again, here, results_dir=results)
+    assert outcome.mode == "statistical" and outcome.passed, outcome.problems
+    assert any(line.startswith("torch_capability: AVX512 != ") for line in outcome.numerics_differ)
+    assert len(outcome.test.pairs) == outcome.total_pairs
+    text = "\n".join(outcome.lines())
+    assert "mode: statistical" in text and "adjusted p" in text and "!= cpu" in text
+    # A regression: the re-run's trained models collapsed (no problem ever solved).
+    import dataclasses
+
+    from ictrepro.rundir import ProblemCount, RunDir, read_score
+
+    collapsed = shutil.copytree(again, tmp_path / "collapsed")
+    for model, per in RunDir(collapsed).load_scores().items():
+        for benchmark, score in per.items():
+            if not model.is_base:
+                zero = tuple(ProblemCount(p.id, p.n_samples, 0) for p in score.problems)
+                path = RunDir(collapsed).score_path(model, benchmark)
+                dataclasses.replace(
+                    score, problems=zero, pass_at={k: 0.0 for k in score.pass_at}
+                ).write(path)
+                assert read_score(path).n_correct == [0] * len(zero)
+    again = collapsed
+    outcome = judge_rerun("tiny-smoke", again, here, results_dir=results)
+    assert outcome.mode == "statistical" and not outcome.passed
+    failed = [p for p in outcome.test.pairs if not p.passed]
+    assert failed and all(p.model != "base" and p.diff < 0 and p.high < 0 for p in failed)
+    assert all(p.p_adjusted < 0.005 for p in failed)
+    assert any("outside the interval an honest re-run stays in" in p for p in outcome.problems)
+
+
+def test_results_pinned_without_numerics_are_judged_statistically(rerun_pair, tmp_path):
+    from ictrepro.determinism import numerics_provenance
+    from ictrepro.results.rerun import judge_rerun
+
+    _, again, pinned_results, _, _ = rerun_pair
+    results = tmp_path / "results"
+    shutil.copytree(pinned_results, results)
+    _edit_provenance(results, "tiny-smoke", lambda p: p.pop("numerics"))
+    _set_first_count(results, "tiny-smoke", lambda c: 0 if c else 4)
+    outcome = judge_rerun("tiny-smoke", again, numerics_provenance(), results_dir=results)
+    assert outcome.mode == "statistical" and outcome.passed
+    from ictrepro.determinism import DECISIVE
+
+    assert len(outcome.numerics_differ) == len(DECISIVE)
+    assert all(": (not recorded) != " in line for line in outcome.numerics_differ)

@@ -11,8 +11,12 @@ a checkout means running in it (or naming its ``results/``).
   in the benchmark's order, ungradable problems left out), ``n_samples``, ``pass_at``;
 - ``report.md``: the run's report (``ictrepro report``), when it has one;
 - ``provenance.json``: preset, methods, seeds, the hashes that produced them (prepare
-  config, each training run's config + inputs, each evaluation's model / problems /
-  settings identity), the package and torch versions, the platform and thread setting.
+  config, each training run's config + outputs, each evaluation's model / problems /
+  settings identity), ``world`` (the hashes of the prepare config, base model and data
+  every model grew from: :func:`world_identity`), ``numerics`` (CPU, torch's kernel
+  capability, MKL / oneDNN versions, threads, package versions and the determinism
+  settings in effect: :func:`ictrepro.determinism.numerics_provenance`), the worker count
+  and each stage's wall time.
 
 ``results/MANIFEST.sha256`` lists ``<sha256>  <path>`` for every file under ``results/``.
 ``check_results`` verifies the manifest (a modified, truncated, missing or unlisted file is
@@ -20,6 +24,7 @@ named), the schema of every result file and each ``pass_at`` against the one rec
 from the counts (so an edited number is caught even under a rewritten manifest), and the
 paper's numbers shipped with the package. ``pin_run`` copies a run's results in and
 rewrites the manifest: that is how results are re-pinned after an intended change.
+Re-running a preset and comparing it with these results: :mod:`ictrepro.results.rerun`.
 """
 
 from __future__ import annotations
@@ -112,6 +117,7 @@ def pin_run(
     import torch
 
     from ictrepro import __version__
+    from ictrepro.determinism import numerics_provenance
     from ictrepro.runs import load_record
     from ictrepro.stages.reproduce import recorded_jobs
 
@@ -140,10 +146,14 @@ def pin_run(
         "benchmarks": sorted({s["benchmark"] for s in scores}),
         "prepare_config_sha256": prepare.get("config_sha256"),
         "training": training,
+        "world": world_identity(run_dir),
         "ictrepro_version": __version__,
         "torch_version": torch.__version__,
         "platform": platform.platform(),
+        # This process's numerics: pin on the machine, and with the settings, that made the run.
+        "numerics": numerics_provenance(),
         "training_jobs": jobs,
+        "times_s": recorded_times(run_dir),
         "command": f"ictrepro reproduce --preset {preset} --jobs {jobs}",
     }
     out = Path(results_dir) / preset
@@ -154,6 +164,14 @@ def pin_run(
         atomic_write_text(out / "report.md", report.read_text(encoding="utf-8"))
     write_manifest(results_dir)
     return out
+
+
+def recorded_times(run_dir: Path) -> dict[str, float]:
+    """Wall time of each stage of the run's reproduction (``reproduce.json``; empty if none)."""
+    path = RunDir(run_dir).reproduce_record
+    if not path.is_file():
+        return {}
+    return dict(json.loads(path.read_text(encoding="utf-8")).get("times_s", {}))
 
 
 def write_manifest(results_dir: Path = RESULTS_DIR) -> Path:
@@ -264,10 +282,6 @@ def _parse_score_line(line: str, where: str) -> tuple[dict[str, Any], list[str]]
 
 # ------------------------------------------------------------------------- re-running
 
-#: A quick subset of a preset's reproduction that `check --rerun` repeats.
-RERUN_METHODS = ("grpo", "ict")
-RERUN_SEEDS = (0,)
-
 
 def load_provenance(preset: str, results_dir: Path = RESULTS_DIR) -> dict[str, Any]:
     """The pinned results' ``provenance.json`` of ``preset``; a clear error when there are
@@ -290,51 +304,39 @@ def load_provenance(preset: str, results_dir: Path = RESULTS_DIR) -> dict[str, A
     return provenance
 
 
-#: Allowed |difference| of a benchmark's pass@k (a fraction) when the platform or torch
-#: version differs from the pinned run's, where bit-identical results are not expected.
-CROSS_PLATFORM_TOLERANCE = 0.05
+def world_identity(run_dir: Path) -> dict[str, str | None]:
+    """What a run's models grow from, by hash: the prepare config, the base model (hashed as
+    evaluations hash a model, so it equals the base model's ``identity.model_sha256``) and
+    the data files. ``None`` where the run has no finished prepare."""
+    from ictrepro.io import sha256_json
+    from ictrepro.runs import load_record
+
+    record = load_record(run_dir, "prepare") or {}
+    outputs = record.get("outputs") or {}
+
+    def under(folder: str) -> str | None:
+        files = {k.removeprefix(folder): v for k, v in outputs.items() if k.startswith(folder)}
+        return sha256_json(files) if files else None
+
+    return {
+        "prepare_config_sha256": record.get("config_sha256"),
+        "base_model_sha256": under("base_model/"),
+        "data_sha256": under("data/"),
+    }
 
 
-def rerun_check(
-    preset: str,
-    work_dir: Path,
-    *,
-    results_dir: Path = RESULTS_DIR,
-    methods: tuple[str, ...] = RERUN_METHODS,
-    seeds: tuple[int, ...] = RERUN_SEEDS,
-    show_progress: bool = False,
-) -> tuple[str, list[str]]:
-    """Reproduce a subset of ``preset`` in ``work_dir`` and compare it with the pinned results.
-
-    Returns ``(mode, problems)``: ``mode`` is ``"identical"`` (same platform and torch as
-    the pinned run: every per-problem count must be equal) or ``"tolerance"`` (otherwise:
-    each pass@k within ``CROSS_PLATFORM_TOLERANCE``); ``problems`` lists every mismatch.
-    """
-    import torch
-
-    from ictrepro.stages.reproduce import make_plan, reproduce
-
+def pinned_world(preset: str, results_dir: Path = RESULTS_DIR) -> dict[str, str | None]:
+    """The world the pinned results grew from: ``provenance.json``'s ``world``; for results
+    pinned before it was recorded, the base model's hash from its score records' identity."""
     provenance = load_provenance(preset, results_dir)
-    pinned = {(r["model"], r["benchmark"]): r for r in read_pinned_scores(preset, results_dir)}
-    plan = make_plan(preset, work_dir, methods=methods, seeds=seeds)
-    reproduce(plan, jobs=provenance.get("training_jobs", 1), show_progress=show_progress)
-    same_platform = (
-        provenance.get("platform") == platform.platform()
-        and provenance.get("torch_version") == torch.__version__
-    )
-    mode = "identical" if same_platform else "tolerance"
-    problems = []
-    for new in collect_scores(work_dir):
-        key = (new["model"], new["benchmark"])
-        old = pinned.get(key)
-        if old is None:
-            problems.append(f"{key}: not in the pinned results")
-        elif mode == "identical" and new["n_correct"] != old["n_correct"]:
-            diff = sum(a != b for a, b in zip(new["n_correct"], old["n_correct"], strict=False))
-            problems.append(f"{key}: {diff} problems' correct counts differ from the pinned run")
-        elif mode == "tolerance":
-            for k, value in new["pass_at"].items():
-                delta = abs(value - old["pass_at"][k])
-                if delta > CROSS_PLATFORM_TOLERANCE:
-                    problems.append(f"{key}: pass@{k} differs by {delta:.3f} (> tolerance)")
-    return mode, problems
+    world = dict(provenance.get("world") or {})
+    world.setdefault("prepare_config_sha256", provenance.get("prepare_config_sha256"))
+    if world.get("base_model_sha256") is None:
+        hashes = {
+            (r.get("identity") or {}).get("model_sha256")
+            for r in read_pinned_scores(preset, results_dir)
+            if r["model"] == "base"
+        }
+        world["base_model_sha256"] = hashes.pop() if len(hashes) == 1 else None
+    world.setdefault("data_sha256", None)
+    return world

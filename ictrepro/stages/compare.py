@@ -6,9 +6,18 @@ Runs prepare (skipped when current), training of the method for each seed, and e
 of the base model and the new runs, in ``runs/compare-<method>`` by default. The baselines
 are not retrained: their per-problem counts come from ``results/<preset>/scores.jsonl``
 (the pinned reproduction) and are written into the run's ``eval/`` as score records marked
-``pinned`` (there are no samples behind them). They are valid only for the same
-evaluation problems, so the run's prepare config, and each benchmark's problems, must be
-the ones the pinned results were made from; otherwise ``compare`` refuses.
+``pinned`` (there are no samples behind them).
+
+They are valid only in the same world: the same prepare config, the same evaluation
+problems, and the same base model and training data by hash (``provenance.json``'s
+``world``). A machine whose numerics differ from the pinning machine's (see
+``ictrepro/determinism.py``) can build another base model from the same config; the new
+rule would then grow from another starting point than the baselines. ``compare`` prepares
+first and checks the world before training anything: where it differs it stops and says
+why, or, with ``rerun_baselines``, trains the baselines again on this world (as long as a
+reproduction of the preset) so that every number of the report comes from it.
+``RUN/compare.json`` records which world each model's numbers come from, and the command
+prints it.
 """
 
 from __future__ import annotations
@@ -20,12 +29,14 @@ from rich.console import Console
 
 from ictrepro.data.prompts import answer_kind
 from ictrepro.data.records import Problem
-from ictrepro.io import sha256_json
+from ictrepro.io import atomic_write_json, sha256_json
 from ictrepro.results.pinned import (
     RESULTS_DIR,
     ResultsError,
     load_provenance,
+    pinned_world,
     read_pinned_scores,
+    world_identity,
 )
 from ictrepro.rundir import ModelId, ProblemCount, RunDir, ScoreRecord
 from ictrepro.runs import load_record
@@ -102,6 +113,45 @@ def _gradable_ids(problems: list[Problem]) -> list[str]:
     ]
 
 
+def world_mismatch(run_dir: Path, preset: str, results_dir: Path = RESULTS_DIR) -> list[str]:
+    """How ``run_dir``'s prepared world differs from the pinned results' (empty: the same).
+    A hash the pinned provenance did not record is not compared."""
+    pinned, here = pinned_world(preset, results_dir), world_identity(run_dir)
+    return [
+        f"{key.removesuffix('_sha256')} {str(here[key])[:12]} here, {str(pinned[key])[:12]} pinned"
+        for key in ("prepare_config_sha256", "base_model_sha256", "data_sha256")
+        if pinned.get(key) is not None and here.get(key) != pinned[key]
+    ]
+
+
+def _other_world_message(
+    preset: str, run_dir: Path, mismatch: list[str], provenance: dict[str, Any]
+) -> str:
+    from ictrepro.determinism import DECISIVE, differences, numerics_provenance
+
+    fields = ("cpu", *DECISIVE)
+    numerics = differences(provenance.get("numerics") or {}, numerics_provenance(), fields)
+    seconds = provenance.get("times_s") or {}
+    cost = (
+        f" (the pinned reproduction took {seconds['total_s'] / 60:.0f} min on its machine)"
+        if "total_s" in seconds
+        else ""
+    )
+    return (
+        f"{run_dir} holds another world than the pinned baselines of {preset} "
+        f"({'; '.join(mismatch)}), so the new rule would grow from another starting point "
+        "than they did and its gains would mix two worlds. "
+        + (
+            f"This machine's numerics differ from the pinning machine's: {'; '.join(numerics)}. "
+            if numerics
+            else ""
+        )
+        + "Either re-run the baselines on this world with `ictrepro compare ... "
+        f"--rerun-baselines` (it trains every baseline method and seed here{cost}), or "
+        "compare on a machine whose numerics match the pinned provenance.json"
+    )
+
+
 def compare(
     method: str,
     preset: str,
@@ -111,16 +161,33 @@ def compare(
     method_module: Path | None = None,
     jobs: int | None = None,
     results_dir: Path = RESULTS_DIR,
+    rerun_baselines: bool = False,
     show_progress: bool = True,
     console: Console | None = None,
 ) -> Any:
-    """Train and evaluate ``method``; report it against the pinned baselines (``focus``)."""
+    """Train and evaluate ``method``; report it against the baselines (``focus``): the
+    pinned ones when this run's world is theirs, else re-run here (``rerun_baselines``)
+    or refused (module docstring)."""
+    import time
+
+    from ictrepro.presets import prepare_preset
     from ictrepro.report import build_report
+    from ictrepro.stages.prepare import prepare
 
     console = console or Console(quiet=not show_progress)
+    results_dir = Path(results_dir)
+    provenance = load_provenance(preset, results_dir)
     if jobs is None:  # the baselines' worker count, so the new rule runs as they did
-        jobs = load_provenance(preset, results_dir)["training_jobs"]
-    plan = make_plan(preset, run_dir, methods=(method,), seeds=seeds)
+        jobs = provenance["training_jobs"]
+    # The world first: a rule trained on another base model than the baselines' is wasted.
+    prepare(prepare_preset(preset), run_dir, show_progress=show_progress, console=console)
+    mismatch = world_mismatch(run_dir, preset, results_dir)
+    if mismatch and not rerun_baselines:
+        raise ResultsError(_other_world_message(preset, run_dir, mismatch, provenance))
+    pinned_methods = [m for m in provenance.get("methods", []) if m not in ("base", method)]
+    methods = (method, *pinned_methods) if mismatch else (method,)
+    plan = make_plan(preset, run_dir, methods=methods, seeds=seeds)
+    start = time.perf_counter()
     reproduce(
         plan,
         jobs=jobs,
@@ -129,8 +196,31 @@ def compare(
         method_module=method_module,
         report=False,
     )
-    pinned = materialise_pinned(run_dir, preset, results_dir=results_dir, skip_methods={method})
-    baselines = tuple(dict.fromkeys(m.method for m in pinned))
-    names = ", ".join(m.name for m in pinned)
-    console.print(f"compare: baselines from {Path(results_dir) / preset}: {names}")
+    here = world_identity(run_dir)["base_model_sha256"]
+    if mismatch:
+        baselines = tuple(pinned_methods)
+        origin = {m: f"this run's world (base model {str(here)[:12]})" for m in methods}
+        console.print(
+            f"compare: baselines {', '.join(baselines)} re-run on this world in "
+            f"{time.perf_counter() - start:.0f} s (with {method})"
+        )
+    else:
+        pinned = materialise_pinned(run_dir, preset, results_dir=results_dir, skip_methods={method})
+        baselines = tuple(dict.fromkeys(m.method for m in pinned))
+        origin = {
+            m: f"{results_dir / preset} (pinned; base model {str(here)[:12]})" for m in baselines
+        }
+        origin[method] = f"this run (base model {str(here)[:12]}, the pinned world)"
+    origin["base"] = f"this run (base model {str(here)[:12]})"
+    atomic_write_json(
+        Path(run_dir) / "compare.json",
+        {
+            "method": method,
+            "preset": preset,
+            "world": world_identity(run_dir),
+            "numbers_from": origin,
+        },
+    )
+    for name, where in origin.items():
+        console.print(f"compare: {name}: numbers from {where}")
     return build_report(run_dir, focus=method, baselines=baselines, console=console)
