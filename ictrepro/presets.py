@@ -259,7 +259,12 @@ def prepare_preset(
     if "data_dir" in given:
         # Absolute: the run records where its data came from, whatever the working directory.
         given["data_dir"] = str(Path(given["data_dir"]).expanduser().resolve())
-    return dataclasses.replace(preset.prepare, seed=seed, **given)
+    config = dataclasses.replace(preset.prepare, seed=seed, **given)
+    if isinstance(config, PretrainedPrepareConfig):
+        from ictrepro.stages.prepare_pretrained import check_config
+
+        check_config(config)
+    return config
 
 
 def train_preset(

@@ -176,6 +176,7 @@ def evaluate_run(
     from transformers.utils import logging as hf_logging
 
     from ictrepro.rollout.sampler import make_sampler
+    from ictrepro.stages.prepare_pretrained import prepared_benchmarks
     from ictrepro.verify import Verifier
 
     hf_logging.disable_progress_bar()
@@ -229,8 +230,12 @@ def evaluate_run(
                     if harness == "ours":
                         responses, finished = _sample_ours(task, sampler, tokenizer, seed, advance)
                     else:
+                        # Benchmarks prepared into the run are read by lm-eval from there.
+                        lm_data_dir = data_dir
+                        if lm_data_dir is None and prepared_benchmarks(run_dir) is not None:
+                            lm_data_dir = rundir.data / "test"
                         responses, lm_pass_at = _sample_lm_eval(
-                            task, model_dir, run_dir, data_dir, seed, advance
+                            task, model_dir, run_dir, lm_data_dir, seed, advance
                         )
                         finished, extra = None, lm_pass_at
                     results[model][task.name] = _write_task_result(
@@ -281,6 +286,13 @@ def _sample_lm_eval(
         data_dir=data_dir,
         seed=seed,
         repeats=task.sampling.n,
+        # The task's decoding as this evaluation has it (a prepared run's may differ from
+        # the YAML's defaults).
+        gen_kwargs={
+            "max_gen_toks": task.sampling.max_new_tokens,
+            "temperature": task.sampling.temperature,
+            "top_p": task.sampling.top_p,
+        },
         device=device,
     )[name]
     by_id = {s.id: list(s.responses) for s in result.problems}

@@ -224,7 +224,8 @@ def prepare_pretrained(
         atomic_write_jsonl(tmp / "rl_train.jsonl", (p.to_json() for p in rl_train))
         for name, problems in tests.items():
             atomic_write_jsonl(tmp / "test" / f"{name}.jsonl", (p.to_json() for p in problems))
-        settings = {name: benchmark_settings(config, name) for name in tests}
+        # A list: the benchmarks' order is the preset's (JSON objects are written sorted).
+        settings = [{"name": name, **benchmark_settings(config, name)} for name in tests]
         atomic_write_json(tmp / EVAL_SETTINGS, settings)
 
     t = time.perf_counter()
@@ -285,13 +286,13 @@ def prepared_benchmarks(run_dir: Path) -> dict[str, PreparedBenchmark] | None:
 
     settings = json.loads(path.read_text(encoding="utf-8"))
     return {
-        name: PreparedBenchmark(
-            name,
-            rundir.test_suite(name),
+        s["name"]: PreparedBenchmark(
+            s["name"],
+            rundir.test_suite(s["name"]),
             SamplingParams(**s["sampling"]),
             tuple(s["ks"]),
         )
-        for name, s in settings.items()
+        for s in settings
     }
 
 
