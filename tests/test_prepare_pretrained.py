@@ -204,3 +204,13 @@ def test_unknown_names_in_the_options_are_errors():
         prepare_preset("paper-7b", skip_benchmarks=["nope"])
     with pytest.raises(ConfigError, match="unknown RL training set 'gsm8k'; valid: gsm8k_train"):
         prepare_preset("paper-7b", train_sets=["gsm8k"])
+
+
+def test_the_report_notes_the_recorded_deviations(model_dir, tmp_path):
+    from ictrepro.report.tables import _prepare_notes
+
+    config = config_for(model_dir, write_data(tmp_path / "data"), skip_benchmarks=("aime23",))
+    prepare(config, tmp_path / "run", show_progress=False)
+    assert _prepare_notes(tmp_path / "run") == [
+        "deviation from the paper: not evaluated on the paper's benchmark(s) aime23."
+    ]
