@@ -152,3 +152,83 @@ def test_one_ict_step_eval_and_reload(smollm2_run, tmp_path):
         score = scores[model]["gsm8k"]
         assert [c.n_samples for c in score.problems] == [1, 1, 1, 1] or score.ungradable
         assert set(score.pass_at) == {1}
+
+
+def test_prompt_templates_on_the_real_tokenizer(smollm2_run):
+    from transformers import AutoTokenizer
+
+    from ictrepro.data.prompts import render_prompt, stop_strings
+    from ictrepro.data.records import Problem
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_run / "base_model")
+    problem = Problem("p", "What is 2 + 3?", "5")
+    chat = render_prompt(problem, tokenizer)
+    assert chat.startswith("<|im_start|>system\n")  # SmolLM2's default system message
+    assert "<|im_start|>user\nWhat is 2 + 3?\nPlease reason step by step" in chat
+    assert chat.endswith("<|im_start|>assistant\n") and stop_strings(tokenizer) == ()
+    base = render_prompt(problem, tokenizer, style="base")
+    assert base.startswith("Question: What is 2 + 3?") and base.endswith("\nAnswer: ")
+    assert stop_strings(tokenizer, style="base") == ("\nQuestion:",)
+    choice = Problem("c", "Which?", "B", choices=("x", "y"))
+    assert "\nA. x\nB. y\nPlease reason step by step, and put the letter" in render_prompt(
+        choice, tokenizer
+    )
+
+
+@pytest.mark.slow
+def test_lm_eval_tasks_on_the_real_model_agree_with_the_project(smollm2_run, tmp_path):
+    """The ictrepro_gsm8k lm-eval task against the SmolLM2 base model with --data-dir data:
+    lm-eval's pass@k equals the project's on the same samples."""
+    import shutil
+
+    from ictrepro.rundir import BASE
+    from ictrepro.stages.eval import evaluate_run
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(smollm2_run, run_dir)
+    data_dir = Path(json.loads((run_dir / "prepare.json").read_text())["config"]["data_dir"])
+    scores = evaluate_run(
+        run_dir,
+        benchmarks=["gsm8k"],
+        data_dir=data_dir,
+        harness="lm-eval",
+        n=4,
+        models=["base"],
+        workers=0,
+        show_progress=False,
+    )
+    score = scores[BASE]["gsm8k"]
+    assert [c.n_samples for c in score.problems] == [4, 4, 4, 4]
+    assert score.lm_eval_pass_at is not None
+    for k, value in score.pass_at.items():
+        assert score.lm_eval_pass_at[k] == pytest.approx(value, abs=1e-12)
+
+
+@pytest.mark.slow
+def test_reproduce_end_to_end_on_the_real_model(smollm2_run, tmp_path, monkeypatch):
+    """prepare -> train (grpo, ict) -> eval -> report of a scaled-down smollm2-135m."""
+    from ictrepro import presets
+    from ictrepro.rollout.params import SamplingParams
+    from ictrepro.stages.reproduce import make_plan, reproduce
+
+    full = presets.get_preset("smollm2-135m")
+    data_dir = Path(json.loads((smollm2_run / "prepare.json").read_text())["config"]["data_dir"])
+    sampling = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_new_tokens=16)
+    prepare = dataclasses.replace(small_config(data_dir), eval_sampling=sampling, eval_ks=(1, 4))
+    rl = dataclasses.replace(
+        full.train.rl, steps=1, prompts_per_step=2, group_size=2, max_new_tokens=16
+    )
+    small = dataclasses.replace(
+        full,
+        prepare=prepare,
+        train=dataclasses.replace(full.train, rl=rl),
+        eval=dataclasses.replace(full.eval, benchmarks=("gsm8k",), sampling=sampling),
+    )
+    monkeypatch.setitem(presets._PRESETS, "smollm2-135m", lambda: small)
+    plan = make_plan("smollm2-135m", tmp_path / "run", methods=("grpo", "ict"), seeds=(0,))
+    reproduce(plan, jobs=1, show_progress=False)
+    report = (tmp_path / "run" / "report" / "report.md").read_text()
+    assert "Not a paper-scale preset" in report
+    assert "deviation from the paper: RL training data: gsm8k_train only" in report
+    for model in ("base", "grpo-seed0", "ict-seed0"):
+        assert (tmp_path / "run" / "eval" / model / "gsm8k.score.json").is_file()
