@@ -160,18 +160,18 @@ def _smollm2() -> Preset:
         train_sets=("gsm8k_train",),
         benchmarks=("gsm8k", "math500", "mmlu_stem", "aime24", "aime25", "amc23"),
         eval_limits=(
-            ("gsm8k", 24),
-            ("math500", 16),
-            ("mmlu_stem", 16),
-            ("aime24", 8),
-            ("aime25", 8),
-            ("amc23", 8),
+            ("gsm8k", 16),
+            ("math500", 8),
+            ("mmlu_stem", 8),
+            ("aime24", 4),
+            ("aime25", 4),
+            ("amc23", 4),
         ),
         eval_sampling=sampling,
         eval_ks=(1, 4),
     )
     rl = RLSpec(
-        steps=4,
+        steps=3,
         prompts_per_step=4,
         group_size=4,
         max_new_tokens=192,
@@ -184,7 +184,7 @@ def _smollm2() -> Preset:
     # Gradient checkpointing off: at 135M parameters and micro-batches of 4 the
     # activations are small, and recomputing them would cost a third more time.
     infra = InfraSpec(checkpoint_every=2)
-    # Four steps: ICT's dense warm-up (paper: 10 of some hundreds) is one step here.
+    # Three steps: ICT's dense warm-up (paper: 10 of some hundreds) is one step here.
     warmup = {"ict": {"warmup_steps": 1}, "random": {"warmup_steps": 1}}
     eval_spec = EvalSpec(benchmarks=prepare.benchmarks, sampling=sampling, ks=prepare.eval_ks)
     return Preset(
