@@ -45,7 +45,7 @@ class AlternatingVerifier:
 def smoke_world(tmp_path_factory) -> Path:
     """A `tiny-smoke` run directory after `prepare` (seed 0), made once per session. Read
     only: copy it (:func:`copy_world`) before writing into it."""
-    from ictrepro.config import prepare_preset
+    from ictrepro.presets import prepare_preset
     from ictrepro.stages.prepare import prepare
 
     run_dir = tmp_path_factory.mktemp("world") / "run"
