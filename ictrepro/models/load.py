@@ -100,7 +100,9 @@ def _require_gguf() -> None:
         )
 
 
-def load_pretrained(source: ModelSource, *, dtype: str) -> tuple[Any, Any]:
+def load_pretrained(
+    source: ModelSource, *, dtype: str, show_progress: bool = True
+) -> tuple[Any, Any]:
     """``(model, tokenizer)`` of ``source`` with weights in ``dtype`` (``float32``, ...).
 
     A GGUF file is de-quantised to ``dtype``; the loaded model forgets that it came from a
@@ -111,6 +113,10 @@ def load_pretrained(source: ModelSource, *, dtype: str) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if not show_progress:  # transformers' bars (GGUF de-quantisation, weight loading)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     if dtype not in DTYPES:
         raise ConfigError(f"model dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     torch_dtype = getattr(torch, dtype)

@@ -230,7 +230,7 @@ def prepare_pretrained(
 
     t = time.perf_counter()
     console.print(f"prepare: loading {source.describe()} ({config.dtype})")
-    model, tokenizer = load_pretrained(source, dtype=config.dtype)
+    model, tokenizer = load_pretrained(source, dtype=config.dtype, show_progress=show_progress)
     timings["model_load_s"] = time.perf_counter() - t
     t = time.perf_counter()
     with atomic_directory(rundir.base_model) as tmp:
