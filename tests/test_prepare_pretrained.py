@@ -214,3 +214,13 @@ def test_the_report_notes_the_recorded_deviations(model_dir, tmp_path):
     assert _prepare_notes(tmp_path / "run") == [
         "deviation from the paper: not evaluated on the paper's benchmark(s) aime23."
     ]
+
+
+def test_a_hub_model_that_cannot_be_reached_says_how_to_use_a_local_copy(monkeypatch):
+    from ictrepro.models.load import ModelSource, load_pretrained
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(
+        ConfigError, match=r"huggingface-cli download .* --local-dir DIR.*--model DIR"
+    ):
+        load_pretrained(ModelSource("hub", "ictrepro-test/no-such-model"), dtype="float32")
