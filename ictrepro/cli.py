@@ -55,6 +55,24 @@ app = typer.Typer(
 STAGES = ("prepare", "train", "sample", "eval", "score", "report", "check", "reproduce", "compare")
 
 
+MODEL_HELP = (
+    "Pretrained presets: the base model, a hub id, a local Hugging Face directory or a "
+    ".gguf file (default: the preset's)."
+)
+DATA_DIR_HELP = (
+    "Pretrained presets: read the training sets and benchmarks from DIR/<name>/{train,test}"
+    ".jsonl instead of the hub (docs/benchmarks.md)."
+)
+TRAIN_SETS_HELP = (
+    "Pretrained presets: RL training sets, comma-separated (default: the preset's; the paper: "
+    "gsm8k_train,math_train). Leaving one out is recorded and reported."
+)
+SKIP_HELP = (
+    "Pretrained presets: benchmarks to leave out, comma-separated (e.g. gpqa_diamond, which "
+    "is gated); recorded and reported."
+)
+
+
 @app.command()
 def prepare(
     preset: str = typer.Option("tiny", help="Named preset (see `ictrepro/config.py`)."),
@@ -62,6 +80,10 @@ def prepare(
         None, "--out", help="Run directory to write (default: runs/<preset>-seed<seed>)."
     ),
     seed: int = typer.Option(0, help="Seed of data generation, initialisation and SFT."),
+    model: str = typer.Option(None, "--model", help=MODEL_HELP),
+    data_dir: Path = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+    train_sets: str = typer.Option(None, "--train-sets", help=TRAIN_SETS_HELP),
+    skip_benchmarks: str = typer.Option(None, "--skip-benchmarks", help=SKIP_HELP),
     force: bool = typer.Option(
         False,
         "--force",
@@ -69,12 +91,21 @@ def prepare(
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
 ) -> None:
-    """Build the data, tokenizer and warm-started base model of a preset into a run directory."""
+    """Build a preset's data and base model into a run directory: the tiny world's own
+    (tokenizer, warm-started model, synthetic suites), or a pretrained model with the real
+    training sets and benchmarks (paper-0.5b/1.5b/7b, smollm2-135m)."""
     # Imported here so `ictrepro --help` and `ictrepro methods` stay fast (no transformers).
     from ictrepro.presets import prepare_preset
     from ictrepro.stages.prepare import prepare as run_prepare
 
-    config = prepare_preset(preset, seed=seed)
+    config = prepare_preset(
+        preset,
+        seed=seed,
+        model=model,
+        data_dir=data_dir,
+        train_sets=_csv(train_sets),
+        skip_benchmarks=_csv(skip_benchmarks),
+    )
     run_dir = out or Path("runs") / f"{preset}-seed{seed}"
     run_prepare(config, run_dir, force=force, show_progress=not quiet, console=Console(quiet=quiet))
 
@@ -263,7 +294,13 @@ def reproduce(
     methods: str = typer.Option(
         "grpo,entropy,stapo,ict,random", help="Comma-separated token-selection rules."
     ),
-    seeds: str = typer.Option("0,1,2", help="Comma-separated training seeds."),
+    seeds: str = typer.Option(
+        None, help="Comma-separated training seeds (default: the preset's; paper-*: 0,1,2,3,4)."
+    ),
+    model: str = typer.Option(None, "--model", help=MODEL_HELP),
+    data_dir: Path = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+    train_sets: str = typer.Option(None, "--train-sets", help=TRAIN_SETS_HELP),
+    skip_benchmarks: str = typer.Option(None, "--skip-benchmarks", help=SKIP_HELP),
     jobs: int = typer.Option(
         DEFAULT_JOBS,
         help="Worker processes (one thread each) that train and evaluate; the results depend "
@@ -280,9 +317,19 @@ def reproduce(
     from ictrepro.stages.reproduce import make_plan
     from ictrepro.stages.reproduce import reproduce as run_reproduce
 
-    seed_list = _int_list(seeds, "--seeds", "0,1,2")
+    seed_list = None if seeds is None else _int_list(seeds, "--seeds", "0,1,2")
+    options = {
+        "model": model,
+        "data_dir": data_dir,
+        "train_sets": _csv(train_sets),
+        "skip_benchmarks": _csv(skip_benchmarks),
+    }
     plan = make_plan(
-        preset, out or Path("runs") / preset, methods=_csv(methods) or [], seeds=seed_list
+        preset,
+        out or Path("runs") / preset,
+        methods=_csv(methods) or [],
+        seeds=seed_list,
+        prepare_options=options,
     )
     if dry_run:
         for line in plan.describe():
@@ -309,7 +356,9 @@ def _int_list(value: str, option: str, example: str) -> list[int]:
 def eval_(
     run: Path = typer.Option(..., "--run", help="Run directory (prepared; trained models too)."),
     benchmarks: str = typer.Option(
-        None, help="Comma-separated benchmarks (default: the seven tiny suites of the run)."
+        None,
+        help="Comma-separated benchmarks (default: those the run was prepared with, or the "
+        "seven tiny suites).",
     ),
     models: str = typer.Option(
         None, help="Comma-separated models: base, <method>-seed<s> (default: all finished)."

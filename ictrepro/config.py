@@ -98,6 +98,50 @@ class PrepareConfig:
 
 
 @dataclass(frozen=True)
+class PretrainedPrepareConfig:
+    """``prepare`` of a pretrained base model and the real data (paper presets, smollm2-135m).
+
+    Everything that decides the prepared files is here, so the config hash is the run
+    directory's identity: ``model`` (hub id, directory, ``.gguf`` file or
+    ``pkg:<module>/<file>``; ``ictrepro.models.load``), ``data_dir`` (None: the hub), the
+    RL training sets and the evaluation benchmarks. ``eval_limits`` keeps a fixed subset of a
+    benchmark (``((name, n), ...)``: n problems drawn once by a generator seeded with the
+    benchmark's name, the same for every run seed). ``skip_benchmarks`` and a
+    ``train_sets`` that leaves one out are deviations from the paper's set-up; prepare
+    records them and the report prints them.
+    """
+
+    preset: str
+    model: str
+    #: Weights of RUN/base_model/ (a GGUF file is de-quantised to it).
+    dtype: str = "bfloat16"
+    data_dir: str | None = None
+    train_sets: tuple[str, ...] = ("gsm8k_train", "math_train")
+    benchmarks: tuple[str, ...] = (
+        "math500",
+        "gsm8k",
+        "mmlu_stem",
+        "gpqa_diamond",
+        "aime23",
+        "aime24",
+        "aime25",
+    )
+    skip_benchmarks: tuple[str, ...] = ()
+    eval_limits: tuple[tuple[str, int], ...] = ()
+    #: Decoding of every benchmark's evaluation and the pass@k reported; None/empty: each
+    #: benchmark's own settings (``ictrepro.data.benchmarks.BENCHMARKS``).
+    eval_sampling: SamplingParams | None = None
+    eval_ks: tuple[int, ...] = ()
+    seed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def sha256(self) -> str:
+        return sha256_json(self.to_json())
+
+
+@dataclass(frozen=True)
 class EvalSpec:
     """What a preset's models are evaluated on, and with which decoding.
 

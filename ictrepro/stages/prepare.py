@@ -11,6 +11,9 @@ Writes, in this order, each atomically::
     RUN/calibration.json        base-model pass@1 / pass@k per suite
 
 Every training problem is checked to be absent from every test split (by problem text).
+
+A pretrained base model with the real data (the paper presets, ``smollm2-135m``) is
+prepared by :mod:`ictrepro.stages.prepare_pretrained`; :func:`prepare` takes either config.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from ictrepro.config import PrepareConfig
+from ictrepro.config import PrepareConfig, PretrainedPrepareConfig
 from ictrepro.data.prompts import render_prompt, user_message
 from ictrepro.data.records import Problem
 from ictrepro.data.suites import generate_suite
@@ -137,7 +140,7 @@ def calibration_table(scores: dict[str, SuiteScore], title: str) -> Table:
 
 
 def prepare(
-    config: PrepareConfig,
+    config: PrepareConfig | PretrainedPrepareConfig,
     run_dir: Path,
     *,
     force: bool = False,
@@ -145,6 +148,13 @@ def prepare(
     console: Console | None = None,
 ) -> PrepareResult:
     """Build (or confirm up to date) the run directory of ``config``; see module docstring."""
+    if isinstance(config, PretrainedPrepareConfig):
+        from ictrepro.stages.prepare_pretrained import prepare_pretrained
+
+        skipped, record = prepare_pretrained(
+            config, run_dir, force=force, show_progress=show_progress, console=console
+        )
+        return PrepareResult(Path(run_dir), skipped, record)
     console = console or Console(quiet=not show_progress)
     run_dir = Path(run_dir)
     config_sha = config.sha256()

@@ -35,7 +35,6 @@ from ictrepro.rundir import BASE, ModelId, RunDir
 
 #: The methods of the paper's comparison and the paper's random-10% control.
 DEFAULT_METHODS = ("grpo", "entropy", "stapo", "ict", "random")
-DEFAULT_SEEDS = (0, 1, 2)
 #: Worker processes of the command line's reproduction: one per core of a 2-core laptop.
 #: The results depend on it (thread counts change float sums), so it is recorded.
 DEFAULT_JOBS = 2
@@ -51,17 +50,19 @@ class Plan:
     seeds: tuple[int, ...]
     benchmarks: tuple[str, ...]
     train_runs: tuple[tuple[str, int], ...] = field(default=())
+    #: ``prepare_preset`` options of a pretrained-model preset (``model``, ``data_dir``, ...).
+    prepare_options: dict[str, Any] = field(default_factory=dict)
+
+    def prepare_config(self) -> Any:
+        return prepare_preset(self.preset, **self.prepare_options)
 
     def describe(self) -> list[str]:
         """Human-readable lines: stages, runs, and how many responses each stage samples."""
         preset = get_preset(self.preset)
         rl = train_preset(self.preset, method=self.methods[0]).rl
         per_run = rl.steps * rl.prompts_per_step * rl.group_size
-        lines = [
-            f"preset {self.preset} -> {self.run_dir}",
-            "1. prepare: data, tokenizer, warm-started base model, calibration"
-            if preset.prepare is not None
-            else f"1. prepare: NOT AVAILABLE for {self.preset} (paper-scale prepare is not built)",
+        lines = [f"preset {self.preset} -> {self.run_dir}", *self._describe_prepare(preset)]
+        lines += [
             f"2. train: {len(self.train_runs)} runs ({len(self.methods)} methods x "
             f"{len(self.seeds)} seeds), each {rl.steps} steps x {rl.prompts_per_step} prompts x "
             f"G={rl.group_size} = {per_run:,} sampled responses of <= {rl.max_new_tokens} tokens",
@@ -76,16 +77,41 @@ class Plan:
         lines += [eval_line, f"   benchmarks: {', '.join(self.benchmarks)}", "4. report"]
         return lines
 
+    def _describe_prepare(self, preset: Any) -> list[str]:
+        from ictrepro.config import PretrainedPrepareConfig
+
+        if not isinstance(preset.prepare, PretrainedPrepareConfig):
+            return ["1. prepare: data, tokenizer, warm-started base model, calibration"]
+        from ictrepro.stages.prepare_pretrained import deviations
+
+        config = self.prepare_config()
+        source = config.data_dir or "the Hugging Face hub"
+        lines = [
+            f"1. prepare: base model {config.model} ({config.dtype}) -> RUN/base_model; "
+            f"RL data {' + '.join(config.train_sets)} and benchmarks from {source}"
+        ]
+        lines += [f"   deviation from the paper: {note}" for note in deviations(config)]
+        return lines
+
 
 def _eval_samples(preset: str, benchmarks: Sequence[str]) -> int | None:
     """Responses one model's evaluation samples (None when the sizes are not known here)."""
+    from ictrepro.config import PretrainedPrepareConfig
+    from ictrepro.data.benchmarks import BENCHMARKS
+
     spec = get_preset(preset)
+    if isinstance(spec.prepare, PretrainedPrepareConfig):
+        limits = dict(spec.prepare.eval_limits)
+        sampling = spec.prepare.eval_sampling
+        return sum(
+            min(limits.get(b, BENCHMARKS[b].size), BENCHMARKS[b].size)
+            * (sampling.n if sampling is not None else BENCHMARKS[b].n or 1)
+            for b in benchmarks
+        )
     if spec.prepare is not None and spec.eval.sampling is not None:
         n_test = spec.prepare.data.n_test
         return sum(n_test * spec.eval.sampling.n for b in benchmarks if b in spec.eval.benchmarks)
-    from ictrepro.data.benchmarks import BENCHMARKS
-
-    return sum(BENCHMARKS[b].size * BENCHMARKS[b].n for b in benchmarks)
+    return sum(BENCHMARKS[b].size * (BENCHMARKS[b].n or 1) for b in benchmarks)
 
 
 def make_plan(
@@ -93,16 +119,27 @@ def make_plan(
     run_dir: Path,
     *,
     methods: Sequence[str] = DEFAULT_METHODS,
-    seeds: Sequence[int] = DEFAULT_SEEDS,
+    seeds: Sequence[int] | None = None,
+    prepare_options: dict[str, Any] | None = None,
 ) -> Plan:
-    """The plan of a reproduction; unknown presets and methods list the valid ones."""
-    benchmarks = get_preset(preset).eval.benchmarks  # raises on an unknown preset
+    """The plan of a reproduction; unknown presets and methods list the valid ones.
+
+    ``seeds``: None is the preset's (the paper presets: the paper's five).
+    ``prepare_options``: ``prepare_preset`` options (``model``, ``data_dir``, ...).
+    """
+    spec = get_preset(preset)  # raises on an unknown preset
     for method in methods:
         train_preset(preset, method=method)  # raises on an unknown method
+    seeds = spec.seeds if seeds is None else seeds
     if not seeds:
         raise ConfigError("no seeds given")
+    options = {k: v for k, v in (prepare_options or {}).items() if v is not None}
+    config = prepare_preset(preset, **options)  # raises on options the preset does not take
+    benchmarks = spec.eval.benchmarks
+    if hasattr(config, "skip_benchmarks"):
+        benchmarks = tuple(b for b in benchmarks if b not in config.skip_benchmarks)
     runs = tuple((m, s) for s in seeds for m in methods)
-    return Plan(preset, Path(run_dir), tuple(methods), tuple(seeds), benchmarks, runs)
+    return Plan(preset, Path(run_dir), tuple(methods), tuple(seeds), benchmarks, runs, options)
 
 
 def reproduce(
@@ -123,13 +160,6 @@ def reproduce(
     from ictrepro.stages.prepare import prepare
 
     console = console or Console(quiet=not show_progress)
-    if get_preset(plan.preset).prepare is None:
-        raise ConfigError(
-            f"reproduce --preset {plan.preset}: the paper-scale prepare stage (downloading "
-            "Qwen2.5 and the benchmarks onto a GPU machine) is not built yet; use --dry-run to "
-            "see the plan, or run `ictrepro train` / `ictrepro eval` with --set model=... and "
-            "--set train_data=..."
-        )
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     times: dict[str, Any] = {}
@@ -141,7 +171,7 @@ def reproduce(
 
     start = time.perf_counter()
     header("prepare")
-    prepare(prepare_preset(plan.preset), plan.run_dir, show_progress=show_progress, console=console)
+    prepare(plan.prepare_config(), plan.run_dir, show_progress=show_progress, console=console)
     times["prepare_s"] = time.perf_counter() - start
     done += 1
 
