@@ -207,7 +207,11 @@ def test_probe_reward_is_logged_on_its_steps_and_identical_after_resume(run_dir,
     monkeypatch.setattr(grpo_module.GRPOTrainer, "step", crash_at_third_step)
     with pytest.raises(KeyboardInterrupt):
         train(
-            smoke("grpo", **PROBE), run_dir, force=True, show_progress=False, verifier=TextVerifier()
+            smoke("grpo", **PROBE),
+            run_dir,
+            force=True,
+            show_progress=False,
+            verifier=TextVerifier(),
         )
     monkeypatch.setattr(grpo_module.GRPOTrainer, "step", original_step)
     resumed = train(
@@ -221,7 +225,7 @@ def test_probe_set_is_held_out_of_training():
     train_set, probe = grpo_module.split_probe(problems, 3)
     assert train_set == problems[:7] and probe == problems[7:]
     assert grpo_module.split_probe(problems, 0) == (problems, [])
-    with pytest.raises(ConfigError, match="rl.probe_problems"):
+    with pytest.raises(ConfigError, match=r"rl\.probe_problems"):
         grpo_module.split_probe(problems, 10)
 
 

@@ -65,9 +65,7 @@ def test_one_update_raises_the_rewarded_response_and_lowers_the_other(method):
     before = masked_logprob()
     model.train()
     logprob = policy_logprobs(model, batch, temperature=1.0)
-    loss, _ = grpo_loss(
-        logprob, stats.logprob, advantages, mask, batch.response_mask, kl_coef=0.0
-    )
+    loss, _ = grpo_loss(logprob, stats.logprob, advantages, mask, batch.response_mask, kl_coef=0.0)
     loss.backward()
     with torch.no_grad():
         for p in model.parameters():

@@ -459,9 +459,7 @@ class GRPOTrainer:
             vllm_dtype=self.rl.vllm_dtype,
             max_model_len=PROMPT_BUDGET + self.rl.max_new_tokens,
         )
-        self.schedule = PromptSchedule(
-            len(self.problems), self.rl.prompts_per_step, config.seed
-        )
+        self.schedule = PromptSchedule(len(self.problems), self.rl.prompts_per_step, config.seed)
         self.with_js = "js" in self.rule.needs or self.rl.log_js
         self.temperature = self.rl.temperature_for_stats
         self.checkpoint_dir = checkpoint.checkpoint_dir(self.out_dir)
