@@ -7,6 +7,7 @@ percentage points, as the definitions printed with them say.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -353,7 +354,7 @@ def paired_json(d: PairedDifference) -> dict[str, Any]:
         "ci_high": PERCENT * d.ci_high,
         "resolved": d.resolved,
         "smallest_resolvable": PERCENT * d.resolvable,
-        "df": d.df,
+        "df": d.df if math.isfinite(d.df) else None,  # None: no spread, normal quantile
         "n_seeds": d.n_seeds,
         "seed_spread_known": d.seed_spread_known,
     }
