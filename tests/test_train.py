@@ -781,3 +781,26 @@ def test_tensorboard_tracker_logs_every_metric_of_every_step(run_dir):
         for key, value in expected.items():
             (event,) = [e for e in scalars.Scalars(key) if e.step == metrics["step"]]
             assert event.value == pytest.approx(value, rel=1e-6, abs=1e-9)
+
+
+def test_the_reference_model_is_prepared_like_the_policy(run_dir, monkeypatch):
+    """Under FSDP with cpu-RAM-efficient loading only rank 0 reads weights from disk;
+    preparing the reference is what gives the other ranks rank 0's weights. Checked on the
+    loading path: the reference goes through ``prepare_model`` in evaluation mode."""
+    from accelerate import Accelerator
+
+    prepared = []
+    original = Accelerator.prepare_model
+
+    def record(self, model, device_placement=None, evaluation_mode=False):
+        prepared.append((model, evaluation_mode))
+        return original(self, model, device_placement, evaluation_mode)
+
+    monkeypatch.setattr(Accelerator, "prepare_model", record)
+    result = train(
+        smoke("grpo", **{"rl.steps": 1}), run_dir, show_progress=False, verifier=ScriptedVerifier()
+    )
+    assert not result.skipped
+    reference = [m for m, evaluation in prepared if evaluation]
+    assert len(reference) == 1 and not any(p.requires_grad for p in reference[0].parameters())
+    assert any(not evaluation for _, evaluation in prepared)  # the policy, for training

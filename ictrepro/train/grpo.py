@@ -457,7 +457,9 @@ class GRPOTrainer:
             model_path=str(model_path),
             vllm_settings=self.infra.vllm,
             vllm_dtype=self.rl.vllm_dtype,
-            max_model_len=PROMPT_BUDGET + self.rl.max_new_tokens,
+            max_model_len=min(
+                PROMPT_BUDGET + self.rl.max_new_tokens, policy.config.max_position_embeddings
+            ),
         )
         self.schedule = PromptSchedule(len(self.problems), self.rl.prompts_per_step, config.seed)
         self.with_js = "js" in self.rule.needs or self.rl.log_js
