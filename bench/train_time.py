@@ -8,7 +8,8 @@ real command in a fresh process (imports count), with `--force`, one after anoth
 the machine does nothing else meanwhile. Prints one Markdown row per run: wall time, the
 trainer's own step time, and first-vs-last-5-step means of reward, Shannon entropy,
 Rényi-2 entropy and KL, with the selected fraction and JS of selected vs unselected
-tokens after warm-up.
+tokens after warm-up, and the probe-set reward at its first and last evaluation with the
+seconds the probes took (outside the steps' time).
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ def main() -> None:
     print(f"preset {args.preset}, {os.cpu_count()} CPUs, overrides {args.sets or 'none'}\n")
     print(
         "| method | seed | wall s | steps s | reward first5 → last5 | H first5 → last5 | "
-        "H2 first5 → last5 | KL last5 | selected | JS sel / unsel |"
+        "H2 first5 → last5 | KL last5 | selected | JS sel / unsel | probe first → last | probe s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     total = 0.0
     for seed in args.seeds.split(","):
         for method in args.methods.split(","):
@@ -74,13 +75,18 @@ def main() -> None:
             rows = [json.loads(line) for line in out.read_text().splitlines()]
             first, last = rows[:5], rows[-5:]
             sparse = [r for r in rows if r["selected_fraction"] < 1] or rows[-5:]
+            probes = [rows[0].get("probe_reward_initial")] + [r.get("probe_reward") for r in rows]
+            probes = [p for p in probes if p is not None]
+            probe = f"{probes[0]:.3f} → {probes[-1]:.3f}" if probes else "–"
+            probe_s = sum(r.get("time_probe_s") or 0.0 for r in rows)
             print(
                 f"| {method} | {seed} | {wall:.1f} | {sum(r['time_step_s'] for r in rows):.1f} | "
                 f"{mean(first, 'reward_mean'):.3f} → {mean(last, 'reward_mean'):.3f} | "
                 f"{mean(first, 'entropy_mean'):.3f} → {mean(last, 'entropy_mean'):.3f} | "
                 f"{mean(first, 'renyi2_mean'):.3f} → {mean(last, 'renyi2_mean'):.3f} | "
                 f"{mean(last, 'kl'):.4f} | {mean(sparse, 'selected_fraction'):.3f} | "
-                f"{mean(sparse, 'js_selected_mean'):.3f} / {mean(sparse, 'js_unselected_mean'):.3f} |",
+                f"{mean(sparse, 'js_selected_mean'):.3f} / {mean(sparse, 'js_unselected_mean'):.3f} | "
+                f"{probe} | {probe_s:.1f} |",
                 flush=True,
             )
     print(f"\ntotal wall time: {total:.0f} s")

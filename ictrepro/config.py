@@ -221,6 +221,15 @@ class RLSpec:
     #: ``[micro, R, V]`` tensor. Off: the model's full logits (the pinned tiny results).
     #: The two differ by float rounding only.
     chunked_logprobs: bool = False
+    #: Probe set: the last ``probe_problems`` RL problems are held out of training and
+    #: sampled (``probe_samples`` each, the RL decoding, one fixed seed) before the first
+    #: step and after every ``probe_every`` steps and the last; their mean reward is
+    #: ``probe_reward`` in ``metrics.jsonl``. A fixed set with fixed sampling seeds, so its
+    #: curve shows learning, not the difficulty of the prompts a step happens to draw.
+    #: 0: no probe (every problem is trained on).
+    probe_problems: int = 0
+    probe_samples: int = 4
+    probe_every: int = 5
     #: Weights dtype of the vLLM engine (``auto``: the checkpoint's). Sampling in bf16
     #: changes the sampled tokens, so it is part of the results.
     vllm_dtype: str = "auto"
@@ -238,6 +247,10 @@ class RLSpec:
             raise ConfigError(
                 f"rl.prompts_per_step ({self.prompts_per_step}) must be divisible by "
                 f"rl.mini_batches ({self.mini_batches}): a group stays in one mini-batch"
+            )
+        if self.probe_problems < 0 or self.probe_samples < 1 or self.probe_every < 1:
+            raise ConfigError(
+                "rl.probe_problems must be >= 0, rl.probe_samples and rl.probe_every >= 1"
             )
         if self.micro_batch_size < 0:
             raise ConfigError(f"rl.micro_batch_size must be >= 0, got {self.micro_batch_size}")

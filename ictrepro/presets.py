@@ -71,7 +71,8 @@ def _tiny() -> Preset:
     return Preset(
         "tiny",
         PrepareConfig(preset="tiny", calibration=CalibrationSpec(sampling=TINY_EVAL.sampling)),
-        TrainPreset(rl=RLSpec(), method_args=warmup),
+        # The probe: 64 held-out RL prompts x 4 samples, before step 1 and every 5 steps.
+        TrainPreset(rl=RLSpec(probe_problems=64), method_args=warmup),
         TINY_EVAL,
     )
 

@@ -490,3 +490,52 @@ def test_a_paper_file_that_is_not_json_errors_naming_it(tmp_path):
     with pytest.raises(PaperDataError, match=r"gains\.json"):
         build(run, paper_dir=paper_dir)
     assert not (run / "report").exists()  # nothing written
+
+
+def _uniform_run(root: Path, ict: int, others: int) -> Path:
+    """Two seeds of grpo, stapo and ict, and base, on tiny-gsm8k and tiny-aime24 (N
+    samples each): every problem answered ``ict`` / ``others`` times correctly, except one
+    problem per model that varies so the intervals have a spread."""
+    n = {b: N[b] for b in ("tiny-gsm8k", "tiny-aime24")}
+    correct = {}
+    for model in ("base", "grpo-seed0", "grpo-seed1", "stapo-seed0", "stapo-seed1",
+                  "ict-seed0", "ict-seed1"):  # fmt: skip
+        c = ict if model.startswith("ict") else others
+        correct[model] = {b: [c] * 7 + [(c + len(model)) % (k + 1)] for b, k in n.items()}
+    root.mkdir(parents=True)
+    return make_run(root, correct=correct)
+
+
+def test_paired_comparisons_say_who_wins_and_the_claims_verdict(tmp_path):
+    high = min(N["tiny-gsm8k"], N["tiny-aime24"])
+    won = score_run(_uniform_run(tmp_path / "won", high, 0), baselines=("grpo", "stapo"))
+    pairs = {(c.a, c.b): c for c in won.comparisons}
+    assert set(pairs) == {("ict", "grpo"), ("ict", "stapo"), ("grpo", "base"),
+                          ("stapo", "base"), ("ict", "base")}  # fmt: skip
+    p4 = pairs["ict", "grpo"].diffs["p4"]
+    assert p4.resolved and p4.mean > 0.5 and p4.resolvable >= 0
+    assert won.claim == "reproduced"
+    assert won.mechanism_verdicts["pass_at_4"].startswith("seen")
+
+    lost = score_run(_uniform_run(tmp_path / "lost", 0, high), baselines=("grpo", "stapo"))
+    assert lost.claim == "contradicted"
+    report, _ = build(_uniform_run(tmp_path / "lost-built", 0, high))
+    text = report.files.markdown
+    assert "## Paired comparisons" in text and "(ICT loses)" in text
+    assert "**Here: contradicted.**" in text and "## Mechanism" in text
+    summary = report.files.summary
+    assert summary["claim"]["verdict"] == "contradicted"
+    assert {(c["a"], c["b"]) for c in summary["paired_comparisons"]} >= {("ict", "grpo")}
+
+
+def test_probe_curve_starts_at_step_0_and_joins_the_probe_steps(tmp_path):
+    from ictrepro.report.curves import training_curves
+
+    rows = [
+        {"step": 1, "probe_reward": None, "probe_reward_initial": 0.2},
+        {"step": 2, "probe_reward": 0.3, "probe_reward_initial": None},
+        {"step": 3, "probe_reward": 0.5, "probe_reward_initial": None},
+    ]
+    curve = training_curves({"grpo": {0: rows}})["probe_reward"]["grpo"]
+    steps, values = curve.per_seed[0]
+    assert steps.tolist() == [0.0, 2.0, 3.0] and values.tolist() == [0.2, 0.3, 0.5]

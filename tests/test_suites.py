@@ -13,7 +13,8 @@ from ictrepro.verify import Verdict, grade
 
 N_TRAIN, N_TEST = 300, 60
 CHOICE_SUITES = ["tiny-gpqa", "tiny-mmlu-stem"]
-MATH_SUITES = sorted(set(SUITES) - set(CHOICE_SUITES))
+#: tiny-mix holds both kinds (every evaluation family).
+MATH_SUITES = sorted(set(SUITES) - set(CHOICE_SUITES) - {"tiny-mix"})
 
 
 @pytest.fixture(scope="module", params=sorted(SUITES))
@@ -113,3 +114,12 @@ def test_record_errors_name_the_field():
         Problem.from_json({"id": "x", "problem": "p"}, where="line 7")
     with pytest.raises(ValueError, match="field 'answer' must be a string"):
         Problem.from_json({"id": "x", "problem": "p", "answer": 3})
+
+
+def test_the_mix_draws_every_evaluation_family_in_turn():
+    splits = generate_suite("tiny-mix", seed=3, n_train=70, n_test=0)
+    generators = [p.meta["generator"] for p in splits["train"]]
+    assert len(set(generators)) == 7 and generators[:7] == generators[7:14]
+    for p in splits["train"]:
+        kind = "choice" if p.choices else "math"
+        assert grade(p.solution, p.answer, kind=kind) == Verdict.CORRECT, p

@@ -44,7 +44,14 @@ from ictrepro.train.metrics import MetricSums, selection_metrics
 from ictrepro.verify import Verdict
 
 METHODS = ("grpo", "entropy", "stapo", "ict", "random")
-TIME_KEYS = ("time_sample_s", "time_reward_s", "time_stats_s", "time_update_s", "time_step_s")
+TIME_KEYS = (
+    "time_sample_s",
+    "time_reward_s",
+    "time_stats_s",
+    "time_update_s",
+    "time_probe_s",
+    "time_step_s",
+)
 
 
 class ScriptedVerifier:
@@ -168,6 +175,58 @@ def test_interrupted_run_resumes_to_the_same_result(run_dir, monkeypatch):
     assert without_times(resumed.metrics) == without_times(reference.metrics)
     resumed_weights = weights(out / "final_model")
     assert all(torch.equal(reference_weights[k], resumed_weights[k]) for k in reference_weights)
+
+
+class TextVerifier(ScriptedVerifier):
+    """Grades by the response's text (even length: correct), so a reward depends on what
+    was sampled, as the real verifier's does."""
+
+    def grade_many(self, requests):
+        self.calls += 1
+        return [Verdict.CORRECT if len(r.response) % 2 == 0 else Verdict.WRONG for r in requests]
+
+
+PROBE = {"rl.probe_problems": 8, "rl.probe_samples": 2, "rl.probe_every": 2}
+
+
+def test_probe_reward_is_logged_on_its_steps_and_identical_after_resume(run_dir, monkeypatch):
+    reference = train(smoke("grpo", **PROBE), run_dir, show_progress=False, verifier=TextVerifier())
+    m = reference.metrics
+    # Before step 1, after step 2 (probe_every) and after the last step (3).
+    assert [x["probe_reward_initial"] is not None for x in m] == [True, False, False]
+    assert [x["probe_reward"] is not None for x in m] == [False, True, True]
+    assert all(0.0 <= x["probe_reward"] <= 1.0 for x in m if x["probe_reward"] is not None)
+
+    original_step = grpo_module.GRPOTrainer.step
+
+    def crash_at_third_step(self, step):
+        if step == 2:
+            raise KeyboardInterrupt("simulated interruption")
+        return original_step(self, step)
+
+    monkeypatch.setattr(grpo_module.GRPOTrainer, "step", crash_at_third_step)
+    with pytest.raises(KeyboardInterrupt):
+        train(
+            smoke("grpo", **PROBE),
+            run_dir,
+            force=True,
+            show_progress=False,
+            verifier=TextVerifier(),
+        )
+    monkeypatch.setattr(grpo_module.GRPOTrainer, "step", original_step)
+    resumed = train(
+        smoke("grpo", **PROBE), run_dir, resume=True, show_progress=False, verifier=TextVerifier()
+    )
+    assert without_times(resumed.metrics) == without_times(m)
+
+
+def test_probe_set_is_held_out_of_training():
+    problems = [f"p{i}" for i in range(10)]
+    train_set, probe = grpo_module.split_probe(problems, 3)
+    assert train_set == problems[:7] and probe == problems[7:]
+    assert grpo_module.split_probe(problems, 0) == (problems, [])
+    with pytest.raises(ConfigError, match=r"rl\.probe_problems"):
+        grpo_module.split_probe(problems, 10)
 
 
 def test_finished_run_is_skipped_and_other_configs_are_refused(run_dir):

@@ -235,6 +235,13 @@ SUITES: dict[str, Suite] = {
         Suite("tiny-aime24", "aime24", (gen_aime24,), stands_for="aime24"),
         Suite("tiny-aime25", "aime25", (gen_aime25,), stands_for="aime25"),
         Suite("tiny-train", "gsm8k+math", (gen_gsm8k, gen_math500)),
+        # RL prompts of every evaluation family (``data.rl_suite="tiny-mix"``), so RL
+        # trains on the distribution the seven suites evaluate.
+        Suite(
+            "tiny-mix",
+            "all seven",
+            (gen_gsm8k, gen_math500, gen_mmlu_stem, gen_gpqa, gen_aime23, gen_aime24, gen_aime25),
+        ),
     )
 }
 SPLITS = ("train", "test")

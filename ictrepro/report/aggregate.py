@@ -34,6 +34,8 @@ class Cell:
     n_problems: int
     scores: dict[str, SeedAggregate]
     matrices: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    #: The problems of the matrices' columns, in order (pairs cells of two methods).
+    ids: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def score_cell(per_seed: Mapping[Seed, ProblemScores], all_seeds: Sequence[Seed]
     matrices["total"] = (matrices["p1"] + matrices["p4"]) / 2
     scores = {m: aggregate_seeds(matrices[m]) for m in METRICS}
     status = "ok" if len(seeds) == len(all_seeds) else "partial"
-    return Cell(status, seeds, len(order), scores, matrices)
+    return Cell(status, seeds, len(order), scores, matrices, first.ids)
 
 
 def score_average(cells: Mapping[str, Cell], benchmarks: Sequence[str]) -> Average | None:

@@ -13,6 +13,11 @@ import numpy as np
 #: The curves drawn: (file stem, title, [(metrics.jsonl key, line style)]).
 CURVES = (
     ("reward", "Reward (mean over responses)", (("reward_mean", "-"),)),
+    (
+        "probe",
+        "Probe-set reward (fixed held-out prompts, fixed sampling seed)",
+        (("probe_reward", "o-"),),
+    ),
     ("entropy", "Shannon entropy H (response tokens)", (("entropy_mean", "-"),)),
     ("renyi2", "Rényi-2 entropy H2 = -log sum p^2", (("renyi2_mean", "-"),)),
     ("selected-fraction", "Selected fraction of response tokens", (("selected_fraction", "-"),)),
@@ -63,12 +68,13 @@ def training_curves(
 
 
 def missing_curve_notes(curves: Mapping[str, Any]) -> list[str]:
-    """A note per curve of :data:`CURVES` that has nothing to draw."""
+    """A note per curve of :data:`CURVES` that has nothing to draw (the probe curve is
+    optional: a run with ``rl.probe_problems = 0`` has none)."""
     return [
         f"no training curve of {', '.join(k for k, _ in keys)}: every value is null "
         "or no training run was found."
-        for _, _, keys in CURVES
-        if not any(k in curves for k, _ in keys)
+        for stem, _, keys in CURVES
+        if stem != "probe" and not any(k in curves for k, _ in keys)
     ]
 
 
@@ -79,6 +85,14 @@ def _series(
     for seed, rows in rows_by_seed.items():
         steps = np.asarray([r.get("step", i + 1) for i, r in enumerate(rows)], dtype=np.float64)
         values = np.asarray([np.nan if r.get(key) is None else r[key] for r in rows], dtype=float)
+        if key == "probe_reward":
+            # Evaluated every few steps only (the points are joined), and before step 1:
+            # that value is the first line's probe_reward_initial, drawn at step 0.
+            initial = rows[0].get("probe_reward_initial") if rows else None
+            if initial is not None:
+                steps, values = np.r_[0.0, steps], np.r_[initial, values]
+            keep = np.isfinite(values)
+            steps, values = steps[keep], values[keep]
         if np.isfinite(values).any():
             out[seed] = (steps, values)
     return out

@@ -7,6 +7,7 @@ percentage points, as the definitions printed with them say.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from rich.table import Table
 
 from ictrepro.evaluate.aggregate import SeedAggregate
+from ictrepro.evaluate.paired import PairedDifference
 from ictrepro.report.aggregate import METRICS, PERCENT, Average, Cell
 from ictrepro.report.gains import Gain
 from ictrepro.report.labels import METRIC_LABELS, label, stands_for
@@ -234,6 +236,8 @@ def render_markdown(report: Report, paper: PaperNumbers, plots: dict[str, Path])
 
     out += _markdown_overview(r, paper)
     out += _markdown_gains(r, paper, defs)
+    out += _markdown_paired(r)
+    out += _markdown_mechanism(r)
     out += _markdown_paper(paper)
     out += ["## Plots", ""]
     for name, path in plots.items():
@@ -342,6 +346,100 @@ def _markdown_gains(r: Report, paper: PaperNumbers, defs: dict[str, str]) -> lis
     return out + _markdown_stated(paper)
 
 
+def paired_json(d: PairedDifference) -> dict[str, Any]:
+    """A paired difference in points, as summary.json holds it."""
+    return {
+        "difference": PERCENT * d.mean,
+        "ci_low": PERCENT * d.ci_low,
+        "ci_high": PERCENT * d.ci_high,
+        "resolved": d.resolved,
+        "smallest_resolvable": PERCENT * d.resolvable,
+        "df": d.df if math.isfinite(d.df) else None,  # None: no spread, normal quantile
+        "n_seeds": d.n_seeds,
+        "seed_spread_known": d.seed_spread_known,
+    }
+
+
+def _markdown_paired(r: Report) -> list[str]:
+    f = label(r.focus)
+    out = [
+        "## Paired comparisons (percentage points)",
+        "",
+        "A minus B on the average over the benchmarks both have, problem by problem on the "
+        "same problems and evaluation seeds (and training seed by training seed for two "
+        "trained methods). [low, high] is a 95% t interval whose variance has a seed, a "
+        "problem and an interaction component, estimated from the seeds x problems spread "
+        "(`ictrepro/evaluate/paired.py`). *Resolved*: the interval excludes 0. *Smallest "
+        "resolvable*: the interval's half-width, the smallest difference this design tells "
+        "from 0.",
+        "",
+    ]
+    if not r.comparisons:
+        return [*out, "No comparison: no two models were evaluated on the same benchmarks.", ""]
+    rows = []
+    for c in r.comparisons:
+        for m in METRICS:
+            d = c.diffs[m]
+            verdict = "**resolved**" if d.resolved else "not resolved"
+            if d.resolved and d.mean < 0:
+                verdict += f" ({label(c.a)} loses)"
+            rows.append(
+                [
+                    f"{label(c.a)} − {label(c.b)}",
+                    METRIC_LABELS[m],
+                    f"{_sign(PERCENT * d.mean)} [{PERCENT * d.ci_low:+.2f}, {PERCENT * d.ci_high:+.2f}]",
+                    verdict,
+                    f"{PERCENT * d.resolvable:.2f}",
+                    f"{len(c.seeds) if c.seeds != (None,) else 1} × {len(c.benchmarks)}",
+                ]
+            )
+    header = ["comparison", "metric", "difference [95% interval]", "resolved?",
+              "smallest resolvable", "seeds × benchmarks"]  # fmt: skip
+    out += [_md_table(header, rows), ""]
+    if any(not d.seed_spread_known for c in r.comparisons for d in c.diffs.values()):
+        out += ["With one seed the seed spread is unknown and left out of that interval.", ""]
+    out += [
+        f"**The paper's claim:** {f}'s P@4 is above every baseline's (the paper's "
+        f"averages table, at every model size). **Here: {r.claim}.**",
+        "",
+    ]
+    return out
+
+
+def _markdown_mechanism(r: Report) -> list[str]:
+    mech, verdicts = r.mechanism, r.mechanism_verdicts or {}
+    out = [
+        "## Mechanism: entropy and the room sampling gives",
+        "",
+        "Mean token entropy (nats, mean over seeds) at the first and last training step "
+        "(its curve is `plots/curves-entropy.png`), and P@4 − P@1 of the average (points).",
+        "",
+    ]
+    if mech is None:
+        return [*out, "No training metrics or scores.", ""]
+    rows = []
+    for m in r.methods:
+        start, end = mech.entropy_start.get(m), mech.entropy_end.get(m)
+        room = mech.sampling_room.get(m)
+        rows.append(
+            [
+                label(m),
+                "–" if start is None else f"{start:.3f}",
+                "–" if end is None else f"{end:.3f}",
+                "–" if room is None else f"{PERCENT * room:.2f}",
+            ]
+        )
+    out += [_md_table(["method", "entropy start", "entropy end", "P@4 − P@1"], rows), ""]
+    f = label(r.focus)
+    out += [
+        f"- {f} keeps entropy above GRPO (the paper's argument): "
+        f"{verdicts.get('entropy', 'not seen')}.",
+        f"- {f} keeps P@4 above GRPO: {verdicts.get('pass_at_4', 'not seen')}.",
+        "",
+    ]
+    return out
+
+
 def _markdown_stated(paper: PaperNumbers) -> list[str]:
     """The paper's 4.58 and 14.9: what they are, and which of its comparisons they match."""
     g, metric = paper.gains, METRIC_LABELS[paper.gains.metric]
@@ -414,6 +512,25 @@ def build_summary(r: Report, paper: PaperNumbers, files: Sequence[str]) -> dict[
         "gains": {o: {m: gain_json(g) for m, g in per.items()} for o, per in r.gains.items()},
         "paper": paper.to_json(),
         "paper_comparisons": paper_comparisons(paper, r.focus, r.baselines),
+        "paired_comparisons": [
+            {
+                "a": c.a,
+                "b": c.b,
+                "benchmarks": list(c.benchmarks),
+                "seeds": list(c.seeds),
+                **{m: paired_json(d) for m, d in c.diffs.items()},
+            }
+            for c in r.comparisons
+        ],
+        "claim": {"statement": "focus P@4 above every baseline", "verdict": r.claim},
+        "mechanism": None
+        if r.mechanism is None
+        else {
+            "entropy_start": r.mechanism.entropy_start,
+            "entropy_end": r.mechanism.entropy_end,
+            "p4_minus_p1": {m: PERCENT * v for m, v in r.mechanism.sampling_room.items()},
+            "verdicts": r.mechanism_verdicts,
+        },
         "training_curves": {
             key: {m: c.to_json() for m, c in per.items()} for key, per in r.curves.items()
         },

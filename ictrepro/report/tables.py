@@ -17,6 +17,14 @@ from typing import Any
 from ictrepro.data.benchmarks import PAPER_BENCHMARKS
 from ictrepro.data.suites import EVAL_SUITES
 from ictrepro.report.aggregate import METRICS, Average, Cell, score_average, score_cell
+from ictrepro.report.comparisons import (
+    Comparison,
+    Mechanism,
+    all_comparisons,
+    claim_verdict,
+    mechanism,
+    mechanism_verdicts,
+)
 from ictrepro.report.curves import Curve, missing_curve_notes, training_curves
 from ictrepro.report.gains import Gain, best_baseline, compute_gain
 from ictrepro.report.labels import stands_for
@@ -50,6 +58,10 @@ class Report:
         gains: ``[baseline or "base"][metric]``.
         training: ``[method][seed]``: training steps in ``metrics.jsonl``.
         curves: ``[metrics key][method]``: the training curves.
+        comparisons: paired differences (focus vs each baseline, each method vs base).
+        claim: the paper's claim (focus P@4 above every baseline) here: a verdict.
+        mechanism, mechanism_verdicts: entropy and P@4 - P@1 per method; whether the focus
+            method keeps entropy and P@4 above GRPO ("seen" / "not seen").
         files: the files written, once :func:`build_report` has written them.
     """
 
@@ -68,6 +80,10 @@ class Report:
     training: dict[str, dict[int, int]]
     curves: dict[str, dict[str, Curve]]
     notes: tuple[str, ...]
+    comparisons: tuple[Comparison, ...] = ()
+    claim: str = "not tested"
+    mechanism: Mechanism | None = None
+    mechanism_verdicts: dict[str, str] | None = None
     files: ReportFiles | None = None
 
 
@@ -119,6 +135,8 @@ def score_run(
     trained = {m: run.trained[m] for m in rows if m in run.trained}
     curves = training_curves(trained)
     notes += missing_curve_notes(curves)
+    comparisons = all_comparisons(cells, seeds, focus, present)
+    mech = mechanism(trained, averages)
     return Report(
         run_dir=run.run_dir,
         preset=", ".join(run.presets) if run.presets else "unknown",
@@ -135,6 +153,10 @@ def score_run(
         training={m: {s: len(r) for s, r in per.items()} for m, per in trained.items()},
         curves=curves,
         notes=tuple(notes),
+        comparisons=tuple(comparisons),
+        claim=claim_verdict(comparisons, focus, baselines),
+        mechanism=mech,
+        mechanism_verdicts=mechanism_verdicts(mech, comparisons, focus),
     )
 
 

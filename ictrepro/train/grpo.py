@@ -56,6 +56,7 @@ from ictrepro.data.records import Problem
 from ictrepro.errors import ConfigError, TrainingDiverged, UserModuleError
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.base import Completion, Sampler
+from ictrepro.rollout.params import SamplingParams
 from ictrepro.rollout.sampler import make_sampler
 from ictrepro.train import checkpoint
 from ictrepro.train.metrics import MetricsLog, MetricSums, selection_metrics
@@ -352,6 +353,23 @@ class StepTensors:
     mask: Tensor
 
 
+#: The probe set's mean reward, after this step (on probe steps) and before step 1 (first
+#: line only); null elsewhere.
+PROBE_METRICS = ("probe_reward", "probe_reward_initial")
+
+
+def split_probe(problems: list[Problem], n_probe: int) -> tuple[list[Problem], list[Problem]]:
+    """(training problems, probe set): the last ``n_probe`` problems are held out."""
+    if n_probe == 0:
+        return problems, []
+    if n_probe >= len(problems):
+        raise ConfigError(
+            f"rl.probe_problems ({n_probe}) must be smaller than the {len(problems)} RL "
+            "training problems (the probe set is held out of them)"
+        )
+    return problems[:-n_probe], problems[-n_probe:]
+
+
 #: The update's metrics; present (null) on a step without an update too, so every line of
 #: ``metrics.jsonl`` has the same keys.
 UPDATE_METRICS = ("loss", "grad_norm", "kl", "clip_fraction")
@@ -392,7 +410,8 @@ class GRPOTrainer:
         self.config, self.rl, self.infra = config, config.rl, config.infra
         self.rule = get_selection(config.method)
         self.method_module = method_module
-        self.problems, self.out_dir = problems, Path(out_dir)
+        self.problems, self.probe_set = split_probe(problems, config.rl.probe_problems)
+        self.out_dir = Path(out_dir)
         self.accelerator, self.verifier = accelerator, verifier
         self.show_progress = show_progress and accelerator.is_main_process
         world = accelerator.num_processes
@@ -442,7 +461,7 @@ class GRPOTrainer:
                 PROMPT_BUDGET + self.rl.max_new_tokens, policy.config.max_position_embeddings
             ),
         )
-        self.schedule = PromptSchedule(len(problems), self.rl.prompts_per_step, config.seed)
+        self.schedule = PromptSchedule(len(self.problems), self.rl.prompts_per_step, config.seed)
         self.with_js = "js" in self.rule.needs or self.rl.log_js
         self.temperature = self.rl.temperature_for_stats
         self.checkpoint_dir = checkpoint.checkpoint_dir(self.out_dir)
@@ -480,6 +499,8 @@ class GRPOTrainer:
     def step(self, step: int) -> dict[str, Any]:
         """One training step (0-based ``step``); returns its metrics (global over ranks)."""
         acc = self.accelerator
+        # The policy before any update, once per run (step 0 is never resumed into).
+        probe_initial = self.probe() if step == 0 and self.probe_set else MetricSums()
         t0 = time.perf_counter()
         problems, completions = self.sample(step)
         t1 = time.perf_counter()
@@ -506,8 +527,15 @@ class GRPOTrainer:
             warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*optimizer.step")
             self.scheduler.step()
         t4 = time.perf_counter()
+        completed = step + 1
+        due = completed % self.rl.probe_every == 0 or completed == self.rl.steps
+        probe = self.probe() if due and self.probe_set else MetricSums()
+        t5 = time.perf_counter()
 
         sums = MetricSums.merged(
+            MetricSums.empty(PROBE_METRICS),
+            probe_initial.renamed("probe_reward", "probe_reward_initial"),
+            probe,
             reward_sums,
             selection_metrics(stats, mask, batch.response_mask),
             update_sums,
@@ -523,6 +551,7 @@ class GRPOTrainer:
             time_reward_s=t2 - t1,
             time_stats_s=t3 - t2,
             time_update_s=t4 - t3,
+            time_probe_s=t5 - t4,
             time_step_s=t4 - t0,
         )
         return metrics
@@ -540,6 +569,33 @@ class GRPOTrainer:
             prompts, rl.sampling, seed=seed, index_offset=offset, stop=stop
         )
         return problems, completions
+
+    def probe(self) -> MetricSums:
+        """``probe_reward``: the mean reward of the current policy on the probe set.
+
+        Always the same problems and the same sampling seed (from the run's seed), so two
+        evaluations differ only by the policy. Each process samples a contiguous share.
+        """
+        rl, acc = self.rl, self.accelerator
+        share = math.ceil(len(self.probe_set) / acc.num_processes)
+        offset = acc.process_index * share
+        problems = self.probe_set[offset : offset + share]
+        sums = MetricSums()
+        if not problems:
+            sums.add("probe_reward", 0.0, 0)
+            return sums
+        prompts = [render_prompt(p, self.tokenizer, style=rl.prompt_style) for p in problems]
+        params = SamplingParams(rl.probe_samples, rl.temperature, rl.top_p, rl.max_new_tokens)
+        completions = self.sampler.sample(
+            prompts,
+            params,
+            seed=derive_seed(self.config.seed, "probe"),
+            index_offset=offset,
+            stop=stop_strings(self.tokenizer, style=rl.prompt_style),
+        )
+        rewards, _ = self.reward(problems, completions)
+        sums.add("probe_reward", sum(rewards), len(rewards))
+        return sums
 
     def reward(
         self, problems: list[Problem], completions: list[list[Completion]]

@@ -50,6 +50,13 @@ class MetricSums:
                 out.count(name, n)
         return out
 
+    def renamed(self, old: str, new: str) -> MetricSums:
+        """A copy with the mean ``old`` (if present) named ``new``."""
+        out = MetricSums.merged(self)
+        if old in out._means:
+            out._means[new] = out._means.pop(old)
+        return out
+
     def add(self, name: str, value_sum: float | Tensor, count: float | Tensor) -> None:
         """Add to the mean ``name``; reported as sum / count (null when count is 0)."""
         entry = self._means.setdefault(name, [0.0, 0.0])
