@@ -70,6 +70,9 @@ class LoadedRun:
 
     run_dir: Path
     presets: tuple[str, ...]
+    #: What ``prepare`` recorded as deviating from the paper's set-up (a training set or
+    #: benchmark left out or subset).
+    deviations: tuple[str, ...]
     evaluated: dict[str, dict[Seed, dict[str, ProblemScores]]]
     trained: dict[str, dict[int, list[dict[str, Any]]]]
     rl_configs: dict[str, tuple[str, dict[str, Any]]]
@@ -104,6 +107,7 @@ def load_run(run_dir: Path | str, methods: Collection[str] | None = None) -> Loa
     return LoadedRun(
         run_dir=run.root,
         presets=_presets(run),
+        deviations=tuple(_config(run.record("prepare"), "deviations", section="info") or ()),
         evaluated=evaluated,
         trained=trained,
         rl_configs={
@@ -135,11 +139,12 @@ def problem_scores(path: Path) -> ProblemScores:
     )
 
 
-def _config(path: Path, *keys: str) -> Any:
-    """``config.<keys>`` of a ``prepare.json``/``train.json``; None if the file or the field
-    is missing or unreadable (an unfinished run has no record yet)."""
+def _config(path: Path, *keys: str, section: str = "config") -> Any:
+    """``<section>.<keys>`` of a ``prepare.json``/``train.json`` (section ``config`` or
+    ``info``); None if the file or the field is missing or unreadable (an unfinished run
+    has no record yet)."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))["config"]
+        value = json.loads(path.read_text(encoding="utf-8"))[section]
         for key in keys:
             value = value[key]
     except (OSError, json.JSONDecodeError, KeyError, TypeError):

@@ -109,7 +109,7 @@ def score_run(
     benchmarks = benchmark_order(
         {b for per in run.evaluated.values() for files in per.values() for b in files}
     )
-    notes = _prepare_notes(run.run_dir) + _unevaluated_notes(run, rows)
+    notes = _prepare_notes(run) + _unevaluated_notes(run, rows)
     seeds = {m: tuple(sorted(run.evaluated.get(m, {}), key=lambda s: s or 0)) for m in rows}
     loaded: Loaded = {
         (m, s, b): ps
@@ -278,13 +278,10 @@ def _settings(
     return out, notes
 
 
-def _prepare_notes(run_dir: Path) -> list[str]:
+def _prepare_notes(run: LoadedRun) -> list[str]:
     """The deviations from the paper's set-up that ``prepare`` recorded (a training set left
     out, a benchmark skipped or subset), so the report says what its numbers are not."""
-    from ictrepro.runs import load_record
-
-    record = load_record(run_dir, "prepare") or {}
-    return [f"deviation from the paper: {d}." for d in record.get("info", {}).get("deviations", [])]
+    return [f"deviation from the paper: {d}." for d in run.deviations]
 
 
 def _config_notes(run: LoadedRun, rows: Sequence[str]) -> list[str]:
