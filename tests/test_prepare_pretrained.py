@@ -207,11 +207,15 @@ def test_unknown_names_in_the_options_are_errors():
 
 
 def test_the_report_notes_the_recorded_deviations(model_dir, tmp_path):
+    from types import SimpleNamespace
+
+    from ictrepro.report.load import prepare_deviations
     from ictrepro.report.tables import _prepare_notes
 
     config = config_for(model_dir, write_data(tmp_path / "data"), skip_benchmarks=("aime23",))
     prepare(config, tmp_path / "run", show_progress=False)
-    assert _prepare_notes(tmp_path / "run") == [
+    run = SimpleNamespace(deviations=prepare_deviations(tmp_path / "run"))
+    assert _prepare_notes(run) == [
         "deviation from the paper: not evaluated on the paper's benchmark(s) aime23."
     ]
 

@@ -107,7 +107,7 @@ def load_run(run_dir: Path | str, methods: Collection[str] | None = None) -> Loa
     return LoadedRun(
         run_dir=run.root,
         presets=_presets(run),
-        deviations=tuple(_config(run.record("prepare"), "deviations", section="info") or ()),
+        deviations=prepare_deviations(run.root),
         evaluated=evaluated,
         trained=trained,
         rl_configs={
@@ -137,6 +137,12 @@ def problem_scores(path: Path) -> ProblemScores:
         record.settings(),
         {str(k): v for k, v in record.pass_at.items()},
     )
+
+
+def prepare_deviations(run_dir: Path) -> tuple[str, ...]:
+    """What ``prepare.json`` records as deviating from the paper's set-up (none if absent)."""
+    recorded = _config(RunDir(Path(run_dir)).record("prepare"), "deviations", section="info")
+    return tuple(recorded or ())
 
 
 def _config(path: Path, *keys: str, section: str = "config") -> Any:
