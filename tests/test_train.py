@@ -145,10 +145,9 @@ def test_same_seed_gives_the_same_metrics(run_dir, tmp_path):
     assert without_times(other_seed.metrics) != without_times(first.metrics)
 
 
-def test_interrupted_run_resumes_to_the_same_result(run_dir, monkeypatch):
-    reference = train(smoke("ict"), run_dir, show_progress=False, verifier=ScriptedVerifier())
-    reference_weights = weights(reference.out_dir / "final_model")
-
+def interrupt_at_third_step(config, run_dir, monkeypatch, verifier):
+    """Start ``config``'s run over and interrupt it in its third step (after step 2's
+    checkpoint), as a Ctrl-C would; the real training step is restored afterwards."""
     original_step = grpo_module.GRPOTrainer.step
 
     def crash_at_third_step(self, step):
@@ -156,15 +155,22 @@ def test_interrupted_run_resumes_to_the_same_result(run_dir, monkeypatch):
             raise KeyboardInterrupt("simulated interruption")
         return original_step(self, step)
 
-    monkeypatch.setattr(grpo_module.GRPOTrainer, "step", crash_at_third_step)
-    with pytest.raises(KeyboardInterrupt):
-        train(smoke("ict"), run_dir, force=True, show_progress=False, verifier=ScriptedVerifier())
+    with monkeypatch.context() as patch:
+        patch.setattr(grpo_module.GRPOTrainer, "step", crash_at_third_step)
+        with pytest.raises(KeyboardInterrupt):
+            train(config, run_dir, force=True, show_progress=False, verifier=verifier)
+
+
+def test_interrupted_run_resumes_to_the_same_result(run_dir, monkeypatch):
+    reference = train(smoke("ict"), run_dir, show_progress=False, verifier=ScriptedVerifier())
+    reference_weights = weights(reference.out_dir / "final_model")
+
+    interrupt_at_third_step(smoke("ict"), run_dir, monkeypatch, ScriptedVerifier())
     out = reference.out_dir
     assert load_record(out, "train")["status"] == "running"
     assert [p.name for p in list_checkpoints(out / "checkpoints")] == ["step-000002"]
     state = json.loads((out / "checkpoints" / "step-000002" / "trainer_state.json").read_text())
     assert state["completed_steps"] == 2 and state["data_position"] == 4  # 2 prompts a step
-    monkeypatch.setattr(grpo_module.GRPOTrainer, "step", original_step)
 
     with pytest.raises(RunDirConflict, match="--resume"):
         train(smoke("ict"), run_dir, show_progress=False, verifier=ScriptedVerifier())
@@ -197,23 +203,7 @@ def test_probe_reward_is_logged_on_its_steps_and_identical_after_resume(run_dir,
     assert [x["probe_reward"] is not None for x in m] == [False, True, True]
     assert all(0.0 <= x["probe_reward"] <= 1.0 for x in m if x["probe_reward"] is not None)
 
-    original_step = grpo_module.GRPOTrainer.step
-
-    def crash_at_third_step(self, step):
-        if step == 2:
-            raise KeyboardInterrupt("simulated interruption")
-        return original_step(self, step)
-
-    monkeypatch.setattr(grpo_module.GRPOTrainer, "step", crash_at_third_step)
-    with pytest.raises(KeyboardInterrupt):
-        train(
-            smoke("grpo", **PROBE),
-            run_dir,
-            force=True,
-            show_progress=False,
-            verifier=TextVerifier(),
-        )
-    monkeypatch.setattr(grpo_module.GRPOTrainer, "step", original_step)
+    interrupt_at_third_step(smoke("grpo", **PROBE), run_dir, monkeypatch, TextVerifier())
     resumed = train(
         smoke("grpo", **PROBE), run_dir, resume=True, show_progress=False, verifier=TextVerifier()
     )
@@ -294,17 +284,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_checkpoint(run_dir, monkeypatc
 def test_resume_and_rerun_accept_changed_infra_fields_and_name_them(run_dir, monkeypatch):
     reference = train(smoke("ict"), run_dir, show_progress=False, verifier=ScriptedVerifier())
     reference_weights = weights(reference.out_dir / "final_model")
-    original_step = grpo_module.GRPOTrainer.step
-
-    def crash_at_third_step(self, step):
-        if step == 2:
-            raise KeyboardInterrupt("simulated interruption")
-        return original_step(self, step)
-
-    monkeypatch.setattr(grpo_module.GRPOTrainer, "step", crash_at_third_step)
-    with pytest.raises(KeyboardInterrupt):
-        train(smoke("ict"), run_dir, force=True, show_progress=False, verifier=ScriptedVerifier())
-    monkeypatch.setattr(grpo_module.GRPOTrainer, "step", original_step)
+    interrupt_at_third_step(smoke("ict"), run_dir, monkeypatch, ScriptedVerifier())
 
     infra = {"infra.keep_checkpoints": 3, "infra.verifier_workers": 2}
     console = Console(record=True, width=300)
