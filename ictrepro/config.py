@@ -55,6 +55,12 @@ class DataSpec:
     #: chosen when calibrating: see docs/tiny-world.md). ``((suite, extra), ...)``.
     sft_extra: tuple[tuple[str, int], ...] = (("tiny-gsm8k", 400), ("tiny-aime25", 400))
     n_rl_train: int = 2000
+    #: Share of SFT solutions written as the bare answer (``The answer is \boxed{X}.``)
+    #: instead of worked steps, drawn per solution from the seed. The base model then
+    #: answers directly about this often, which a model this small mostly gets wrong: a
+    #: choice between two strategies that RL can learn (docs/tiny-world.md, "Two ways to
+    #: answer"). 0: every solution is worked.
+    direct_fraction: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,16 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from typer.testing import CliRunner
 
 from ictrepro.cli import app
-from ictrepro.data.prompts import render_prompt
+from ictrepro.data.prompts import answer_kind, render_prompt
 from ictrepro.data.records import Problem
+from ictrepro.data.suites import generate_suite
+from ictrepro.errors import ConfigError
 from ictrepro.io import hash_outputs, read_jsonl
 from ictrepro.presets import prepare_preset
 from ictrepro.runs import RunDirConflict, load_record
 from ictrepro.stages import prepare as prepare_module
 from ictrepro.stages.prepare import OUTPUTS, build_data, prepare
+from ictrepro.verify.grade import Verdict, grade
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +217,26 @@ def test_sft_extra_must_name_an_eval_suite():
     bad = dataclasses.replace(config, data=dataclasses.replace(config.data, sft_extra=(("x", 1),)))
     with pytest.raises(ValueError, match=r"data.sft_extra names \['x'\].*valid: tiny-gsm8k"):
         build_data(bad)
+
+
+def test_direct_answers_replace_the_chosen_share_of_solutions():
+    from ictrepro.stages.prepare import with_direct_answers
+
+    problems = generate_suite("tiny-gsm8k", seed=0, n_train=400, n_test=0)["train"]
+    problems += generate_suite("tiny-gpqa", seed=0, n_train=400, n_test=0)["train"]
+    mixed = with_direct_answers(problems, 0.5, seed=0)
+    assert [p.problem for p in mixed] == [p.problem for p in problems]
+    direct = [p for p in mixed if p.meta["style"] == "direct"]
+    worked = [p for p in mixed if p.meta["style"] == "worked"]
+    assert 340 <= len(direct) <= 460  # binomial(800, 0.5): 5.6 standard deviations
+    for p in direct:  # the bare answer, still graded correct (letters for multiple choice)
+        assert p.solution == f"The answer is \\boxed{{{p.answer}}}."
+        assert grade(p.solution, p.answer, kind=answer_kind(p)) == Verdict.CORRECT
+    original = {p.id: p.solution for p in problems}
+    assert all(p.solution == original[p.id] for p in worked)
+    assert with_direct_answers(problems, 0.5, seed=0) == mixed
+    assert with_direct_answers(problems, 0.5, seed=1) != mixed
+    assert with_direct_answers(problems, 0.0, seed=0) == problems
+    assert all(p.meta["style"] == "direct" for p in with_direct_answers(problems, 1.0, seed=0))
+    with pytest.raises(ConfigError, match=r"data.direct_fraction must be in \[0, 1\], got 1.5"):
+        with_direct_answers(problems, 1.5, seed=0)

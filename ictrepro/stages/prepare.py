@@ -19,6 +19,7 @@ prepared by :mod:`ictrepro.stages.prepare_pretrained`; :func:`prepare` takes eit
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,7 @@ def build_data(config: PrepareConfig) -> dict[str, list[Problem]]:
             s, seed=config.seed, n_train=spec.n_sft + extra.get(s, 0), n_test=0, exclude=test_texts
         )["train"]
     ]
+    sft = with_direct_answers(sft, spec.direct_fraction, seed=config.seed)
     rl = generate_suite(
         spec.rl_suite, seed=config.seed, n_train=spec.n_rl_train, n_test=0, exclude=test_texts
     )["train"]
@@ -85,6 +87,24 @@ def build_data(config: PrepareConfig) -> dict[str, list[Problem]]:
     if leaked:  # generate_suite excludes them; this guards the guarantee itself
         raise AssertionError(f"{len(leaked)} test problems leaked into training data")
     return {**{f"test/{s}": v for s, v in tests.items()}, "sft": sft, "rl_train": rl}
+
+
+def with_direct_answers(problems: list[Problem], fraction: float, *, seed: int) -> list[Problem]:
+    """``problems`` with about ``fraction`` of their solutions replaced by the bare final
+    answer, chosen per problem from ``seed``; ``meta["style"]`` says which ("worked" or
+    "direct")."""
+    if not 0.0 <= fraction <= 1.0:
+        raise ConfigError(f"data.direct_fraction must be in [0, 1], got {fraction}")
+    if fraction == 0:
+        return problems
+    rng = random.Random(f"sft-style/{seed}")
+    out = []
+    for p in problems:
+        direct = rng.random() < fraction
+        solution = f"The answer is \\boxed{{{p.answer}}}." if direct else p.solution
+        meta = {**p.meta, "style": "direct" if direct else "worked"}
+        out.append(dataclasses.replace(p, solution=solution, meta=meta))
+    return out
 
 
 def tokenizer_corpus(problems: list[Problem]) -> list[str]:
