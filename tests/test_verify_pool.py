@@ -109,6 +109,9 @@ def test_results_sent_in_batches_keep_order_and_verdicts(misbehaving):
     assert misbehaving.grade_many(fast) == in_process(fast)
     slow = [GradeRequest(SLOW + r.response, r.gold, r.kind) for r in mixed_requests(24, seed=7)]
     assert misbehaving.grade_many(slow) == in_process(mixed_requests(24, seed=7))
+    # One message per result, as before batching: the same.
+    with Verifier(workers=2, timeout_s=TIMEOUT_S, flush_interval_s=0) as one_by_one:
+        assert one_by_one.grade_many(fast) == in_process(fast)
 
 
 def test_pathological_input_is_a_timeout_inside_the_worker(misbehaving):
@@ -199,6 +202,7 @@ def test_count_verdicts():
     [
         (lambda: Verifier(workers=-1), ValueError, "workers must be an int >= 0"),
         (lambda: Verifier(workers=0, timeout_s=0), ValueError, "timeout_s must be a finite"),
+        (lambda: Verifier(workers=0, flush_interval_s=2), ValueError, "would make healthy"),
         (
             lambda: Verifier(workers=1, grade_fn=lambda *a, **k: Verdict.WRONG),
             TypeError,

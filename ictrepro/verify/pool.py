@@ -8,7 +8,7 @@ Design:
   on the process-wide server that ``forkserver`` shares with other code.
 - Workers start once per :class:`Verifier` (imports and a warm-up grading), not per call.
 - Requests go out in chunks, and results come back in batches: a worker sends what it has
-  graded at the end of a chunk, or as soon as ``FLUSH_INTERVAL_S`` has passed since its
+  graded at the end of a chunk, or as soon as ``flush_interval_s`` has passed since its
   last message. Most gradings take well under a millisecond (the quick rules of
   :mod:`~ictrepro.verify.quick`), so one message per result cost more than the grading.
 - The worker also writes the index of the request it is grading into shared memory
@@ -17,7 +17,7 @@ Design:
 - Hang guard: grading has its own time limit inside the worker, but a signal cannot
   interrupt one long C call. So the parent gives every request an outer deadline,
   ``2 * timeout_s + DEADLINE_SLACK_S`` from the worker's previous message (a healthy
-  worker sends one at most ``FLUSH_INTERVAL_S`` plus one grading after the last). A worker
+  worker sends one at most ``flush_interval_s`` plus one grading after the last). A worker
   past it is killed and replaced; the request it is on becomes ``TIMEOUT`` and the rest of
   its chunk, including results graded but not yet sent, goes back to the queue, so one
   pathological response never stalls a run. A worker that dies (e.g. killed for memory)
@@ -53,8 +53,8 @@ STARTUP_TIMEOUT_S = 120.0
 """A worker that is not ready (imports + warm-up) after this long is an error."""
 MAX_CHUNK = 32
 FLUSH_INTERVAL_S = 0.05
-"""A worker sends its graded results at least this often (and at the end of each chunk).
-Must stay well below ``DEADLINE_SLACK_S``, so that batching never makes a healthy worker
+"""By default a worker sends its graded results at least this often (and at the end of each
+chunk). Kept well below ``DEADLINE_SLACK_S``, so that batching never makes a healthy worker
 look hung."""
 
 
@@ -90,7 +90,9 @@ def count_verdicts(verdicts: Iterable[Verdict]) -> dict[str, int]:
 # ------------------------------------------------------------------------------- worker
 
 
-def _worker_main(conn: Connection, current: Any, timeout_s: float, grade_fn: GradeFn) -> None:
+def _worker_main(
+    conn: Connection, current: Any, timeout_s: float, grade_fn: GradeFn, flush_interval_s: float
+) -> None:
     """Loop of one worker process: receive a chunk, send its results in batches of
     ``(index, verdict)``; ``current`` (shared memory) holds the index being graded."""
     # Ctrl-C reaches the whole process group; the parent handles it and stops the workers.
@@ -117,7 +119,7 @@ def _worker_main(conn: Connection, current: Any, timeout_s: float, grade_fn: Gra
                 conn.send(("error", (index, traceback.format_exc())))
                 break
             graded.append((index, verdict.value))
-            if time.monotonic() - last_sent >= FLUSH_INTERVAL_S:
+            if time.monotonic() - last_sent >= flush_interval_s:
                 conn.send(("ok", graded))
                 graded, last_sent = [], time.monotonic()
         else:
@@ -128,13 +130,15 @@ def _worker_main(conn: Connection, current: Any, timeout_s: float, grade_fn: Gra
 class _Worker:
     """Parent-side handle of one worker process."""
 
-    def __init__(self, ctx: Any, timeout_s: float, grade_fn: GradeFn) -> None:
+    def __init__(
+        self, ctx: Any, timeout_s: float, grade_fn: GradeFn, flush_interval_s: float
+    ) -> None:
         parent_end, child_end = ctx.Pipe(duplex=True)
         # Written by the worker only; read by the parent when the worker must be replaced.
         self.current = ctx.RawValue("q", -1)
         self.process = ctx.Process(
             target=_worker_main,
-            args=(child_end, self.current, timeout_s, grade_fn),
+            args=(child_end, self.current, timeout_s, grade_fn, flush_interval_s),
             name="ictrepro-verifier",
             daemon=True,
         )
@@ -203,13 +207,21 @@ class Verifier:
         grade_fn: the function each request is graded with, :func:`grade` unless given. It
             must be a module-level function (workers are spawned and import it by name).
             Tests use it to inject a hang that no signal can interrupt.
+        flush_interval_s: a worker sends its results at the end of each chunk, or once this
+            long has passed since its last message; ``0`` sends each result on its own (the
+            pool as it was before batching, kept for the benchmark's side-by-side).
 
     Use as ``with Verifier(workers=2) as v: verdicts = v.grade_many(requests)``, or call
     :meth:`close`. One ``grade_many`` runs at a time per verifier (a lock enforces it).
     """
 
     def __init__(
-        self, workers: int = 2, timeout_s: float = 5.0, *, grade_fn: GradeFn = grade
+        self,
+        workers: int = 2,
+        timeout_s: float = 5.0,
+        *,
+        grade_fn: GradeFn = grade,
+        flush_interval_s: float = FLUSH_INTERVAL_S,
     ) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be an int >= 0 (0 = in-process), got {workers!r}")
@@ -217,6 +229,13 @@ class Verifier:
             isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0
         ):
             raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s!r}")
+        if isinstance(flush_interval_s, bool) or not (
+            isinstance(flush_interval_s, (int, float)) and 0 <= flush_interval_s < DEADLINE_SLACK_S
+        ):
+            raise ValueError(
+                f"flush_interval_s must be a number in [0, {DEADLINE_SLACK_S}) s (a longer one "
+                f"would make healthy workers look hung), got {flush_interval_s!r}"
+            )
         if workers:
             try:
                 pickle.dumps(grade_fn)
@@ -228,6 +247,7 @@ class Verifier:
         self.workers = workers
         self.timeout_s = float(timeout_s)
         self._grade_fn = grade_fn
+        self.flush_interval_s = float(flush_interval_s)
         self._request_budget_s = 2 * self.timeout_s + DEADLINE_SLACK_S
         self._lock = threading.Lock()
         self._closed = False
@@ -256,7 +276,7 @@ class Verifier:
         self._finalizer()
 
     def _new_worker(self) -> _Worker:
-        return _Worker(self._ctx, self.timeout_s, self._grade_fn)
+        return _Worker(self._ctx, self.timeout_s, self._grade_fn, self.flush_interval_s)
 
     def _wait_ready(self) -> None:
         while starting := [w for w in self._pool if not w.ready]:
