@@ -14,14 +14,20 @@ from pathlib import Path
 import pytest
 
 from ictrepro.verify import GradeRequest, Verdict, Verifier
-from ictrepro.verify import quick as quick_module
 from ictrepro.verify.corpus import (
     benchmark_sources,
     build_corpus,
     recorded_source,
     tiny_suite_sources,
 )
-from ictrepro.verify.grade import DECIDED_BY, grade, grade_explained, grade_full, to_latex
+from ictrepro.verify.grade import (
+    DECIDED_BY,
+    clear_caches,
+    grade,
+    grade_explained,
+    grade_full,
+    to_latex,
+)
 from ictrepro.verify.quick import ExactValue, exact_value, quick_verdict
 
 DATA_DIR = Path(
@@ -211,8 +217,8 @@ def test_caches_give_identical_verdicts():
     requests = [(f"The answer is \\boxed{{{a}}}.", g) for a in forms for g in forms[:6]]
     first = [grade(r, g, kind="math") for r, g in requests]
     assert [grade(r, g, kind="math") for r, g in requests] == first
-    for cached in (grade_module._gold_form, grade_module._parse_gold, quick_module.exact_value):
-        cached.cache_clear()
+    clear_caches()
+    assert grade_module._parse_gold.cache_info().currsize == 0
     assert [grade(r, g, kind="math") for r, g in requests] == first
     assert [grade_full(r, g, kind="math") for r, g in requests] == first
 
