@@ -19,6 +19,15 @@ added here (:func:`to_latex`, applied to gold and prediction alike):
 - text without math delimiters is wrapped in ``$...$``, so plain strings such as ``42``,
   ``-3``, ``\\frac{3}{4}`` and ``2\\sqrt{3}`` parse as LaTeX.
 
+Fast path: math-verify's parse and comparison take milliseconds per answer (tens for roots
+compared symbolically). Where the verdict is certain without them, they are skipped: an
+answer whose normalised text equals the gold's, or an answer and a gold that are both plain
+integers, fractions or simple roots, compared exactly (:mod:`~ictrepro.verify.quick` says
+why each rule gives math-verify's verdict). A gold of those forms is known to be gradable,
+so it is not parsed at all; any other gold is parsed once per process (cached).
+:func:`grade_full` runs math-verify on every answer: the reference the fast path is tested
+against (``tests/test_verify_quick.py``).
+
 Time limit: the whole of one math grading (parsing gold and prediction, and comparing)
 runs under one ``SIGALRM`` timer of ``timeout_s`` seconds (``setitimer``, so fractions of a
 second work); math-verify's own per-call alarms are switched off so that they cannot
