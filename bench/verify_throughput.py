@@ -43,6 +43,7 @@ from rich.table import Table
 from ictrepro.verify import GradeRequest, Verifier, count_verdicts
 from ictrepro.verify.corpus import benchmark_sources, build_corpus, tiny_suite_sources
 from ictrepro.verify.grade import DECIDED_BY, clear_caches, grade, grade_explained, grade_full
+from ictrepro.verify.pool import warm_up
 
 SAMPLES_PER_GOLD = 8
 REASONING = (
@@ -128,7 +129,7 @@ def main() -> None:
     n = 300 if args.quick else args.n
     requests = make_requests(n) if args.mix == "synthetic" else corpus_sample(n, args.data_dir)
     n = len(requests)
-    grade("\\boxed{1}", "1", kind="math")  # in-process warm-up, as the workers do theirs
+    warm_up(grade, args.timeout_s)  # in-process, as the workers do theirs
 
     table = Table(title=f"Verifier throughput: {n} responses ({args.mix} mix), old and new path")
     columns = ("workers", "start-up s old/new", "old responses/s", "new responses/s", "new/old")

@@ -55,6 +55,7 @@ from functools import lru_cache
 from typing import Any
 
 from math_verify import parse, verify
+from sympy.core.cache import clear_cache as clear_sympy_cache
 
 from ictrepro.verify.extract import CHOICE_LETTERS, check_kind, extract_answer
 from ictrepro.verify.quick import exact_value, quick_verdict
@@ -169,11 +170,13 @@ def _parse_gold(gold: str) -> tuple[Any, ...] | None:
 
 
 def clear_caches() -> None:
-    """Empty this process's caches of gold answers and exact values (the verdicts stay the
-    same; ``tests/test_verify_quick.py`` checks it). For timings that start cold."""
+    """Empty this process's caches of gold answers and exact values, and sympy's (the
+    verdicts stay the same; ``tests/test_verify_quick.py`` checks it). For timings that
+    start cold, as a new worker does."""
     _parse_gold.cache_clear()
     _gold_form.cache_clear()
     exact_value.cache_clear()
+    clear_sympy_cache()  # math-verify's comparisons fill it
 
 
 # ------------------------------------------------------------------------------ grading

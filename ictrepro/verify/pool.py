@@ -90,6 +90,13 @@ def count_verdicts(verdicts: Iterable[Verdict]) -> dict[str, int]:
 # ------------------------------------------------------------------------------- worker
 
 
+def warm_up(grade_fn: GradeFn, timeout_s: float) -> None:
+    """One grading that runs math-verify (the quick rules leave ``0.5`` against
+    ``\\frac{1}{2}`` to it), so that its lazy imports and regular expressions (about 0.1 s)
+    are paid here, not inside the time limit of a real grading."""
+    grade_fn("\\boxed{\\frac{1}{2}}", "0.5", kind="math", timeout_s=timeout_s)
+
+
 def _worker_main(
     conn: Connection, current: Any, timeout_s: float, grade_fn: GradeFn, flush_interval_s: float
 ) -> None:
@@ -97,7 +104,7 @@ def _worker_main(
     ``(index, verdict)``; ``current`` (shared memory) holds the index being graded."""
     # Ctrl-C reaches the whole process group; the parent handles it and stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    grade_fn("\\boxed{1}", "1", kind="math", timeout_s=timeout_s)  # warm-up: lazy imports
+    warm_up(grade_fn, timeout_s)
     conn.send(("ready", None))
     while True:
         try:
