@@ -286,4 +286,5 @@ def test_fast_path_agrees_with_math_verify_on_the_whole_corpus():
         corpus
     )
     counts = assert_fast_path_agrees(corpus, workers=2)
-    print(f"\ncorpus: {sum(counts.values())} responses, verdicts {dict(counts)}, none differ")
+    verdicts = {v.value: n for v, n in counts.items()}
+    print(f"\ncorpus: {sum(counts.values())} responses, verdicts {verdicts}, none differ")
