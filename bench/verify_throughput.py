@@ -1,17 +1,31 @@
-"""Throughput of the answer verifier, in-process and with worker processes, side by side.
+"""Throughput of the answer verifier: the old path and the new one side by side, in-process
+and with worker processes.
 
-Grades the same mixed list of responses with ``Verifier(workers=w)`` for each ``w`` (default
-0, 1 and 2) and prints responses per second. The mix is seeded: integers, fractions and
-roots in boxes, "The answer is ...", GSM8K ``####``, wrong answers, responses without an
-answer and multiple-choice letters, each after a few hundred characters of reasoning, with
-8 responses per gold answer (as in pass@k sampling). Worker start-up (spawn, imports and a
-warm-up grading) is timed apart: it is paid once per ``Verifier``. Every setting must give
-the same verdicts; the script fails if they differ.
+The old path is today's verifier before the fast path: every math answer parsed and
+compared by math-verify (``grade_full``), one message per result from a worker
+(``flush_interval_s=0``). The new path decides what it can with the quick rules of
+``ictrepro.verify.quick`` and falls back to math-verify for the rest (``grade``), and its
+workers send results in batches. Each is run with ``Verifier(workers=w)`` for each ``w``
+(default 0, 1 and 2), on the same list of responses; every setting must give the same
+verdicts (the script fails if not). Worker start-up (spawn, imports and a warm-up grading)
+is timed apart: it is paid once per ``Verifier``. The table ends with the share of
+responses decided by each path (``grade_explained``).
+
+Two mixes:
+
+- ``synthetic`` (default): seeded integers, fractions and roots in boxes, "The answer is
+  ...", GSM8K ``####``, wrong answers, responses without an answer and multiple-choice
+  letters, each after a few hundred characters of reasoning, with 8 responses per gold
+  answer (as in pass@k sampling);
+- ``corpus``: a seeded sample of the corpus of ``ictrepro.verify.corpus`` (model-style
+  responses to the real benchmark answers of ``--data-dir`` and the tiny suites), where many
+  more answers need math-verify.
 
 Usage::
 
-    python bench/verify_throughput.py            # 2,000 responses, workers 0 1 2
+    python bench/verify_throughput.py            # 2,000 synthetic responses, workers 0 1 2
     python bench/verify_throughput.py --quick    # 300 responses
+    python bench/verify_throughput.py --mix corpus --data-dir ../shared/benchmarks
     python bench/verify_throughput.py -n 5000 --workers 0 4 8
 """
 
@@ -20,11 +34,16 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from collections import Counter
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from ictrepro.verify import GradeRequest, Verifier, count_verdicts, grade
+from ictrepro.verify import GradeRequest, Verifier, count_verdicts
+from ictrepro.verify.corpus import benchmark_sources, build_corpus, tiny_suite_sources
+from ictrepro.verify.grade import DECIDED_BY, clear_caches, grade, grade_explained, grade_full
+from ictrepro.verify.pool import warm_up
 
 SAMPLES_PER_GOLD = 8
 REASONING = (
@@ -77,45 +96,73 @@ def make_requests(n: int, seed: int = 0) -> list[GradeRequest]:
     return requests[:n]
 
 
+def corpus_sample(n: int, data_dir: Path | None, seed: int = 0) -> list[GradeRequest]:
+    """``n`` responses drawn (seeded) from the corpus of the benchmarks and tiny suites."""
+    sources = tiny_suite_sources()
+    if data_dir is not None:
+        sources = benchmark_sources(data_dir) + sources
+    everything = [r for requests in build_corpus(sources).values() for r in requests]
+    return random.Random(seed).sample(everything, min(n, len(everything)))
+
+
+def timed(requests: list[GradeRequest], workers: int, timeout_s: float, new: bool):
+    """(start-up s, grading s, verdicts) of one setting."""
+    settings = {} if new else {"grade_fn": grade_full, "flush_interval_s": 0}
+    clear_caches()  # in-process, no setting starts with the golds another one parsed
+    started = time.perf_counter()
+    with Verifier(workers=workers, timeout_s=timeout_s, **settings) as verifier:
+        startup = time.perf_counter() - started
+        started = time.perf_counter()
+        verdicts = verifier.grade_many(requests)
+        return startup, time.perf_counter() - started, verdicts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=2000, help="responses to grade (default 2000)")
     parser.add_argument("--quick", action="store_true", help="grade 300 responses")
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--timeout-s", type=float, default=5.0)
+    parser.add_argument("--mix", choices=("synthetic", "corpus"), default="synthetic")
+    parser.add_argument("--data-dir", type=Path, help="benchmark files for --mix corpus")
     args = parser.parse_args()
     n = 300 if args.quick else args.n
-    requests = make_requests(n)
-    grade("\\boxed{1}", "1", kind="math")  # in-process warm-up, as the workers do theirs
+    requests = make_requests(n) if args.mix == "synthetic" else corpus_sample(n, args.data_dir)
+    n = len(requests)
+    warm_up(grade, args.timeout_s)  # in-process, as the workers do theirs
 
-    table = Table(title=f"Verifier throughput: {n} responses")
-    for column in ("workers", "start-up s", "grading s", "responses/s", "speed-up"):
+    table = Table(title=f"Verifier throughput: {n} responses ({args.mix} mix), old and new path")
+    columns = ("workers", "start-up s old/new", "old responses/s", "new responses/s", "new/old")
+    for column in columns:
         table.add_column(column, justify="right")
     reference = None
-    base_rate = None
     for workers in args.workers:
-        started = time.perf_counter()
-        with Verifier(workers=workers, timeout_s=args.timeout_s) as verifier:
-            startup = time.perf_counter() - started
-            started = time.perf_counter()
-            verdicts = verifier.grade_many(requests)
-            elapsed = time.perf_counter() - started
-        if reference is None:
-            reference = verdicts
-        elif verdicts != reference:
-            raise SystemExit(f"workers={workers} gave different verdicts from the first setting")
-        rate = n / elapsed
-        base_rate = base_rate or rate
+        rates, startups = [], []
+        for new in (False, True):
+            startup, elapsed, verdicts = timed(requests, workers, args.timeout_s, new)
+            if reference is None:
+                reference = verdicts
+            elif verdicts != reference:
+                path = "new" if new else "old"
+                raise SystemExit(f"the {path} path with workers={workers} changed verdicts")
+            rates.append(n / elapsed)
+            startups.append(startup)
         table.add_row(
             str(workers),
-            f"{startup:.2f}",
-            f"{elapsed:.2f}",
-            f"{rate:,.0f}",
-            f"{rate / base_rate:.2f}x",
+            f"{startups[0]:.2f} / {startups[1]:.2f}",
+            f"{rates[0]:,.0f}",
+            f"{rates[1]:,.0f}",
+            f"{rates[1] / rates[0]:.1f}x",
         )
+    decided = Counter(
+        grade_explained(r.response, r.gold, kind=r.kind, timeout_s=args.timeout_s)[1]
+        for r in requests
+    )
     console = Console()
     console.print(table)
-    console.print(f"verdicts: {count_verdicts(reference or [])}")
+    console.print(f"verdicts (the same in every setting): {count_verdicts(reference or [])}")
+    shares = ", ".join(f"{path} {decided[path] / n:.1%}" for path in DECIDED_BY if decided[path])
+    console.print(f"decided by (new path): {shares}")
 
 
 if __name__ == "__main__":  # required: workers are spawned and re-import this module

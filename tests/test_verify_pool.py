@@ -10,6 +10,7 @@ import time
 import pytest
 
 from ictrepro.verify import GradeRequest, Verdict, Verifier, count_verdicts, grade
+from ictrepro.verify.pool import FLUSH_INTERVAL_S, MAX_CHUNK
 
 # Generous enough that an ordinary grading never times out on a loaded 2-core CI machine
 # (0.3 s did once, in a full run); the pathological input below still hits it.
@@ -24,7 +25,7 @@ TIMEOUT_S = 1.0  # outer deadline per request: 2 * 1.0 + 1 = 3 s
 # - a module-level hook in production code would need its own channel into spawned workers
 #   and is a test-only branch there; a reserved request kind would be worse.
 # ``grade_fn`` is plain dependency injection: production code runs ``grade``, unchanged.
-HANG, CRASH, BUG = "<hang>", "<crash>", "<bug>"
+HANG, CRASH, BUG, SLOW = "<hang>", "<crash>", "<bug>", "<slow>"
 
 
 def grade_or_misbehave(response: str, gold: str, *, kind: str, timeout_s: float) -> Verdict:
@@ -36,6 +37,10 @@ def grade_or_misbehave(response: str, gold: str, *, kind: str, timeout_s: float)
         os._exit(3)  # as if killed for memory
     if response == BUG:
         raise ZeroDivisionError("a bug in grading")
+    if response.startswith(SLOW):
+        # Slow enough that a worker sends the results of one chunk in several messages.
+        time.sleep(2 * FLUSH_INTERVAL_S / 3)
+        response = response.removeprefix(SLOW)
     return grade(response, gold, kind=kind, timeout_s=timeout_s)
 
 
@@ -97,6 +102,18 @@ def test_pool_matches_in_process_in_order(workers, requests, expected):
         assert verifier.grade_many([]) == []
 
 
+def test_results_sent_in_batches_keep_order_and_verdicts(misbehaving):
+    """Full chunks of fast gradings (one message per chunk), and chunks of slow ones whose
+    results come back in several messages: the order and verdicts are those in-process."""
+    fast = mixed_requests(8 * MAX_CHUNK, seed=6)  # chunks of MAX_CHUNK for two workers
+    assert misbehaving.grade_many(fast) == in_process(fast)
+    slow = [GradeRequest(SLOW + r.response, r.gold, r.kind) for r in mixed_requests(24, seed=7)]
+    assert misbehaving.grade_many(slow) == in_process(mixed_requests(24, seed=7))
+    # One message per result, as before batching: the same.
+    with Verifier(workers=2, timeout_s=TIMEOUT_S, flush_interval_s=0) as one_by_one:
+        assert one_by_one.grade_many(fast) == in_process(fast)
+
+
 def test_pathological_input_is_a_timeout_inside_the_worker(misbehaving):
     requests = [GradeRequest("\\boxed{9^{9^{9}}}", "5", "math"), *mixed_requests(20, seed=1)]
     verdicts = misbehaving.grade_many(requests)
@@ -122,6 +139,18 @@ def test_hung_worker_is_killed_and_the_others_finish(misbehaving):
     assert elapsed < 2 * TIMEOUT_S + 1.0 + 5.0  # the outer deadline, plus a generous margin
     # The replacement worker serves the next call.
     assert misbehaving.grade_many(requests[:5]) == verdicts[:5]
+
+
+@pytest.mark.parametrize("misbehaviour", [HANG, CRASH])
+def test_a_hang_in_the_middle_of_a_chunk_loses_only_that_request(misbehaving, misbehaviour):
+    """64 requests go out in chunks of 8; request 20 is the fifth of its chunk, after four
+    graded but not yet sent when the worker is killed (or dies): those four are graded again,
+    and only request 20 is TIMEOUT."""
+    requests = mixed_requests(64, seed=8)
+    requests[20] = GradeRequest(misbehaviour, "1", "math")
+    verdicts = misbehaving.grade_many(requests)
+    assert verdicts[20] is Verdict.TIMEOUT
+    assert verdicts[:20] + verdicts[21:] == in_process(requests[:20] + requests[21:])
 
 
 def test_a_bug_in_grading_is_raised_not_hidden(misbehaving):
@@ -173,6 +202,7 @@ def test_count_verdicts():
     [
         (lambda: Verifier(workers=-1), ValueError, "workers must be an int >= 0"),
         (lambda: Verifier(workers=0, timeout_s=0), ValueError, "timeout_s must be a finite"),
+        (lambda: Verifier(workers=0, flush_interval_s=2), ValueError, "would make healthy"),
         (
             lambda: Verifier(workers=1, grade_fn=lambda *a, **k: Verdict.WRONG),
             TypeError,

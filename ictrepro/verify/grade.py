@@ -19,6 +19,15 @@ added here (:func:`to_latex`, applied to gold and prediction alike):
 - text without math delimiters is wrapped in ``$...$``, so plain strings such as ``42``,
   ``-3``, ``\\frac{3}{4}`` and ``2\\sqrt{3}`` parse as LaTeX.
 
+Fast path: math-verify's parse and comparison take milliseconds per answer (tens for roots
+compared symbolically). Where the verdict is certain without them, they are skipped: an
+answer whose normalised text equals the gold's, or an answer and a gold that are both plain
+integers, fractions or simple roots, compared exactly (:mod:`~ictrepro.verify.quick` says
+why each rule gives math-verify's verdict). A gold of those forms is known to be gradable,
+so it is not parsed at all; any other gold is parsed once per process (cached).
+:func:`grade_full` runs math-verify on every answer: the reference the fast path is tested
+against (``tests/test_verify_quick.py``).
+
 Time limit: the whole of one math grading (parsing gold and prediction, and comparing)
 runs under one ``SIGALRM`` timer of ``timeout_s`` seconds (``setitimer``, so fractions of a
 second work); math-verify's own per-call alarms are switched off so that they cannot
@@ -46,8 +55,10 @@ from functools import lru_cache
 from typing import Any
 
 from math_verify import parse, verify
+from sympy.core.cache import clear_cache as clear_sympy_cache
 
 from ictrepro.verify.extract import CHOICE_LETTERS, check_kind, extract_answer
+from ictrepro.verify.quick import exact_value, quick_verdict
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +169,16 @@ def _parse_gold(gold: str) -> tuple[Any, ...] | None:
     return tuple(parsed)
 
 
+def clear_caches() -> None:
+    """Empty this process's caches of gold answers and exact values, and sympy's (the
+    verdicts stay the same; ``tests/test_verify_quick.py`` checks it). For timings that
+    start cold, as a new worker does."""
+    _parse_gold.cache_clear()
+    _gold_form.cache_clear()
+    exact_value.cache_clear()
+    clear_sympy_cache()  # math-verify's comparisons fill it
+
+
 # ------------------------------------------------------------------------------ grading
 
 
@@ -166,15 +187,46 @@ def examined_text(response: str) -> str:
     return response[-TAIL_CHARS:] if len(response) > MAX_EXAMINED_CHARS else response
 
 
-def _grade_math(text: str, gold: str) -> Verdict:
-    gold_parsed = _parse_gold(gold)
-    if gold_parsed is None:
-        return Verdict.UNGRADABLE
+DECIDED_BY = (
+    "letter",
+    "ungradable gold",
+    "no answer",
+    "same text",
+    "exact value",
+    "math-verify",
+    "time limit",
+)
+"""What settled a verdict (:func:`grade_explained`): a choice letter compared; for math, an
+unparsable gold or a missing answer (before any comparison), one of the two rules of
+:mod:`~ictrepro.verify.quick`, math-verify's parse and comparison, or the time limit."""
+
+
+@lru_cache(maxsize=4096)
+def _gold_form(gold: str) -> tuple[str, bool]:
+    """The gold's ``to_latex`` form, and whether it is certainly gradable without parsing it
+    (one of the exact-value forms, which math-verify always reads as a number). Cached."""
+    latex = to_latex(gold)
+    return latex, exact_value(latex) is not None
+
+
+def _grade_math(text: str, gold: str, quick: bool) -> tuple[Verdict, str]:
+    gold_latex, surely_gradable = _gold_form(gold)
+    if not (quick and surely_gradable) and _parse_gold(gold) is None:
+        return Verdict.UNGRADABLE, "ungradable gold"
     answer = extract_answer(text, kind="math")
     if answer is None:
-        return Verdict.NO_ANSWER
+        return Verdict.NO_ANSWER, "no answer"
+    answer_latex = to_latex(answer)
+    if quick and (decision := quick_verdict(answer_latex, gold_latex)) is not None:
+        return (Verdict.CORRECT if decision.correct else Verdict.WRONG), decision.rule
+    return _compare_with_math_verify(answer, answer_latex, gold), "math-verify"
+
+
+def _compare_with_math_verify(answer: str, answer_latex: str, gold: str) -> Verdict:
+    gold_parsed = _parse_gold(gold)
+    assert gold_parsed is not None, "an ungradable gold is answered before any comparison"
     try:
-        predicted = parse(to_latex(answer), parsing_timeout=None, raise_on_error=True)
+        predicted = parse(answer_latex, parsing_timeout=None, raise_on_error=True)
     except Exception as exc:
         logger.debug("answer %r graded wrong: math-verify raised %s", answer, _describe(exc))
         return Verdict.WRONG
@@ -222,7 +274,23 @@ def grade(response: str, gold: str, *, kind: str, timeout_s: float = 5.0) -> Ver
     Returns ``UNGRADABLE`` when the gold cannot be parsed (checked first, whatever the
     response), ``NO_ANSWER`` when the response has no answer, ``TIMEOUT`` when the time
     limit ran out, else ``CORRECT`` or ``WRONG``. ``kind="math"`` must run in the main thread.
+    Where :mod:`~ictrepro.verify.quick` is certain of math-verify's verdict, math-verify
+    is not run; the verdict is the same (:func:`grade_full` always runs it).
     """
+    return grade_explained(response, gold, kind=kind, timeout_s=timeout_s)[0]
+
+
+def grade_full(response: str, gold: str, *, kind: str, timeout_s: float = 5.0) -> Verdict:
+    """:func:`grade` with every math answer compared by math-verify (no quick rules): the
+    reference the fast path is tested against, and the old path in the benchmark."""
+    return grade_explained(response, gold, kind=kind, timeout_s=timeout_s, quick=False)[0]
+
+
+def grade_explained(
+    response: str, gold: str, *, kind: str, timeout_s: float = 5.0, quick: bool = True
+) -> tuple[Verdict, str]:
+    """:func:`grade`'s verdict and what settled it (one of :data:`DECIDED_BY`, or
+    ``"time limit"`` for ``TIMEOUT``). ``quick=False`` is :func:`grade_full`."""
     check_kind(kind)
     for name, value in (("response", response), ("gold", gold)):
         if not isinstance(value, str):
@@ -233,10 +301,11 @@ def grade(response: str, gold: str, *, kind: str, timeout_s: float = 5.0) -> Ver
         raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s!r}")
     text = examined_text(response)
     if kind == "choice":
-        return _grade_choice(text, gold)  # regular expressions on bounded text: no timer
+        # Regular expressions on bounded text: no timer.
+        return _grade_choice(text, gold), "letter"
     try:
         with _time_limit(timeout_s):
-            return _grade_math(text, gold)
+            return _grade_math(text, gold, quick)
     except _GradingTimeout:
         logger.debug("grading against gold %r ran past %.3g s", gold, timeout_s)
-        return Verdict.TIMEOUT
+        return Verdict.TIMEOUT, "time limit"

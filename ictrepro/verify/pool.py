@@ -7,14 +7,21 @@ Design:
   torch (and maybe CUDA) loaded, where ``fork`` is unsafe; ``spawn`` also does not depend
   on the process-wide server that ``forkserver`` shares with other code.
 - Workers start once per :class:`Verifier` (imports and a warm-up grading), not per call.
-- Requests go out in chunks (fewer round trips); each result comes back on its own, so the
-  parent always knows which request a worker is on.
+- Requests go out in chunks, and results come back in batches: a worker sends what it has
+  graded at the end of a chunk, or as soon as ``flush_interval_s`` has passed since its
+  last message. Most gradings take well under a millisecond (the quick rules of
+  :mod:`~ictrepro.verify.quick`), so one message per result cost more than the grading.
+- The worker also writes the index of the request it is grading into shared memory
+  (``_Worker.current``) before each one, so the parent always knows which request a worker
+  is on, without a message.
 - Hang guard: grading has its own time limit inside the worker, but a signal cannot
   interrupt one long C call. So the parent gives every request an outer deadline,
-  ``2 * timeout_s + DEADLINE_SLACK_S`` from the worker's previous result. A worker past
-  it is killed and replaced; its current request becomes ``TIMEOUT`` and the rest of its
-  chunk goes back to the queue, so one pathological response never stalls a run. A worker
-  that dies (e.g. killed for memory) is handled the same way.
+  ``2 * timeout_s + DEADLINE_SLACK_S`` from the worker's previous message (a healthy
+  worker sends one at most ``flush_interval_s`` plus one grading after the last). A worker
+  past it is killed and replaced; the request it is on becomes ``TIMEOUT`` and the rest of
+  its chunk, including results graded but not yet sent, goes back to the queue, so one
+  pathological response never stalls a run. A worker that dies (e.g. killed for memory)
+  is handled the same way.
 """
 
 from __future__ import annotations
@@ -45,6 +52,10 @@ DEADLINE_SLACK_S = 1.0
 STARTUP_TIMEOUT_S = 120.0
 """A worker that is not ready (imports + warm-up) after this long is an error."""
 MAX_CHUNK = 32
+FLUSH_INTERVAL_S = 0.05
+"""By default a worker sends its graded results at least this often (and at the end of each
+chunk). Kept well below ``DEADLINE_SLACK_S``, so that batching never makes a healthy worker
+look hung."""
 
 
 @dataclass(frozen=True)
@@ -79,12 +90,22 @@ def count_verdicts(verdicts: Iterable[Verdict]) -> dict[str, int]:
 # ------------------------------------------------------------------------------- worker
 
 
-def _worker_main(conn: Connection, timeout_s: float, grade_fn: GradeFn) -> None:
-    """Loop of one worker process: receive a chunk, send one message per request."""
+def warm_up(grade_fn: GradeFn, timeout_s: float) -> None:
+    """One grading that runs math-verify (the quick rules leave ``0.5`` against
+    ``\\frac{1}{2}`` to it), so that its lazy imports and regular expressions (about 0.1 s)
+    are paid here, not inside the time limit of a real grading."""
+    grade_fn("\\boxed{\\frac{1}{2}}", "0.5", kind="math", timeout_s=timeout_s)
+
+
+def _worker_main(
+    conn: Connection, current: Any, timeout_s: float, grade_fn: GradeFn, flush_interval_s: float
+) -> None:
+    """Loop of one worker process: receive a chunk, send its results in batches of
+    ``(index, verdict)``; ``current`` (shared memory) holds the index being graded."""
     # Ctrl-C reaches the whole process group; the parent handles it and stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    grade_fn("\\boxed{1}", "1", kind="math", timeout_s=timeout_s)  # warm-up: lazy imports
-    conn.send(("ready", -1, None))
+    warm_up(grade_fn, timeout_s)
+    conn.send(("ready", None))
     while True:
         try:
             chunk = conn.recv()
@@ -92,24 +113,39 @@ def _worker_main(conn: Connection, timeout_s: float, grade_fn: GradeFn) -> None:
             return
         if chunk is None:
             return
+        graded: list[tuple[int, str]] = []
+        last_sent = time.monotonic()
         for index, response, gold, kind in chunk:
+            current.value = index
             try:
                 verdict = Verdict(grade_fn(response, gold, kind=kind, timeout_s=timeout_s))
             except Exception:
                 # A bug, not a grading outcome: hand it to the parent, which raises it.
-                conn.send(("error", index, traceback.format_exc()))
+                if graded:
+                    conn.send(("ok", graded))
+                conn.send(("error", (index, traceback.format_exc())))
                 break
-            conn.send(("ok", index, verdict.value))
+            graded.append((index, verdict.value))
+            if time.monotonic() - last_sent >= flush_interval_s:
+                conn.send(("ok", graded))
+                graded, last_sent = [], time.monotonic()
+        else:
+            if graded:
+                conn.send(("ok", graded))
 
 
 class _Worker:
     """Parent-side handle of one worker process."""
 
-    def __init__(self, ctx: Any, timeout_s: float, grade_fn: GradeFn) -> None:
+    def __init__(
+        self, ctx: Any, timeout_s: float, grade_fn: GradeFn, flush_interval_s: float
+    ) -> None:
         parent_end, child_end = ctx.Pipe(duplex=True)
+        # Written by the worker only; read by the parent when the worker must be replaced.
+        self.current = ctx.RawValue("q", -1)
         self.process = ctx.Process(
             target=_worker_main,
-            args=(child_end, timeout_s, grade_fn),
+            args=(child_end, self.current, timeout_s, grade_fn, flush_interval_s),
             name="ictrepro-verifier",
             daemon=True,
         )
@@ -178,13 +214,21 @@ class Verifier:
         grade_fn: the function each request is graded with, :func:`grade` unless given. It
             must be a module-level function (workers are spawned and import it by name).
             Tests use it to inject a hang that no signal can interrupt.
+        flush_interval_s: a worker sends its results at the end of each chunk, or once this
+            long has passed since its last message; ``0`` sends each result on its own (the
+            pool as it was before batching, kept for the benchmark's side-by-side).
 
     Use as ``with Verifier(workers=2) as v: verdicts = v.grade_many(requests)``, or call
     :meth:`close`. One ``grade_many`` runs at a time per verifier (a lock enforces it).
     """
 
     def __init__(
-        self, workers: int = 2, timeout_s: float = 5.0, *, grade_fn: GradeFn = grade
+        self,
+        workers: int = 2,
+        timeout_s: float = 5.0,
+        *,
+        grade_fn: GradeFn = grade,
+        flush_interval_s: float = FLUSH_INTERVAL_S,
     ) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             raise ValueError(f"workers must be an int >= 0 (0 = in-process), got {workers!r}")
@@ -192,6 +236,13 @@ class Verifier:
             isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0
         ):
             raise ValueError(f"timeout_s must be a finite number > 0, got {timeout_s!r}")
+        if isinstance(flush_interval_s, bool) or not (
+            isinstance(flush_interval_s, (int, float)) and 0 <= flush_interval_s < DEADLINE_SLACK_S
+        ):
+            raise ValueError(
+                f"flush_interval_s must be a number in [0, {DEADLINE_SLACK_S}) s (a longer one "
+                f"would make healthy workers look hung), got {flush_interval_s!r}"
+            )
         if workers:
             try:
                 pickle.dumps(grade_fn)
@@ -203,6 +254,7 @@ class Verifier:
         self.workers = workers
         self.timeout_s = float(timeout_s)
         self._grade_fn = grade_fn
+        self.flush_interval_s = float(flush_interval_s)
         self._request_budget_s = 2 * self.timeout_s + DEADLINE_SLACK_S
         self._lock = threading.Lock()
         self._closed = False
@@ -231,7 +283,7 @@ class Verifier:
         self._finalizer()
 
     def _new_worker(self) -> _Worker:
-        return _Worker(self._ctx, self.timeout_s, self._grade_fn)
+        return _Worker(self._ctx, self.timeout_s, self._grade_fn, self.flush_interval_s)
 
     def _wait_ready(self) -> None:
         while starting := [w for w in self._pool if not w.ready]:
@@ -326,7 +378,7 @@ class Verifier:
         """Handle every message that ``worker`` has sent (it has sent at least one)."""
         while True:
             try:
-                status, index, payload = worker.conn.recv()
+                status, payload = worker.conn.recv()
             except (EOFError, ConnectionError):
                 if not worker.ready or batch is None:
                     raise RuntimeError(
@@ -338,23 +390,32 @@ class Verifier:
             if status == "ready":
                 worker.ready = True
             elif status == "ok":
-                assert batch is not None and worker.pending[0] == index
-                worker.pending.popleft()
-                batch.results[index] = Verdict(payload)
+                assert batch is not None
+                for index, verdict in payload:
+                    assert worker.pending[0] == index, "results come back in the order sent"
+                    worker.pending.popleft()
+                    batch.results[index] = Verdict(verdict)
                 worker.deadline = time.monotonic() + self._request_budget_s
             else:  # "error": a bug in grading; the worker skips the rest of its chunk
                 assert batch is not None
+                index, trace = payload
                 if batch.error is None:
-                    batch.error = f"request {index}:\n{payload}"
+                    batch.error = f"request {index}:\n{trace}"
                 worker.pending.clear()
             if not worker.conn.poll():
                 return
 
     def _replace(self, worker: _Worker, batch: _Batch, why: str) -> None:
         """Kill ``worker`` and start another; its current request becomes ``TIMEOUT`` and the
-        rest of its chunk goes back to the queue."""
+        rest of its chunk (graded or not: results not yet sent are lost) goes back to the
+        queue."""
         if worker.pending:
-            stuck = worker.pending.popleft()
+            worker.kill()  # first, so that ``current`` can no longer change
+            # The request it is on; the first one unanswered if it died between two.
+            stuck = worker.current.value
+            if stuck not in worker.pending:
+                stuck = worker.pending[0]
+            worker.pending.remove(stuck)
             batch.results[stuck] = Verdict.TIMEOUT
             if worker.pending:
                 batch.queue.appendleft(list(worker.pending))
