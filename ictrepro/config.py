@@ -55,11 +55,9 @@ class DataSpec:
     #: chosen when calibrating: see docs/tiny-world.md). ``((suite, extra), ...)``.
     sft_extra: tuple[tuple[str, int], ...] = (("tiny-gsm8k", 400), ("tiny-aime25", 400))
     n_rl_train: int = 2000
-    #: Share of SFT solutions written as the bare answer (``The answer is \boxed{X}.``)
-    #: instead of worked steps, drawn per solution from the seed. The base model then
-    #: answers directly about this often, which a model this small mostly gets wrong: a
-    #: choice between two strategies that RL can learn (docs/tiny-world.md, "Two ways to
-    #: answer"). 0: every solution is worked.
+    #: Share of the second warm-start phase's solutions written as the bare answer
+    #: (``The answer is \\boxed{X}.``) instead of worked steps, drawn per solution from the
+    #: seed (``sft.direct_steps``; docs/tiny-world.md, "Two ways to answer").
     direct_fraction: float = 0.0
 
 
@@ -73,6 +71,15 @@ class SFTSpec:
     warmup_steps: int = 20
     weight_decay: float = 0.0
     grad_clip: float = 1.0
+    #: A second phase of this many steps (learning rate ``direct_lr``) on the same problems
+    #: with ``data.direct_fraction`` of the solutions as bare answers: the base model then
+    #: answers directly part of the time, which a model this small mostly gets wrong, so
+    #: RL has a choice of strategy to learn (docs/tiny-world.md). 0: no second phase.
+    direct_steps: int = 0
+    direct_lr: float = 1e-3
+    #: Torch threads of the warm start. The bits depend on it, so it is part of the config
+    #: (``prepare`` runs alone, so both cores of a 2-core machine can serve it).
+    threads: int = 1
 
 
 @dataclass(frozen=True)

@@ -8,19 +8,23 @@ parallel reductions split their sums by the thread count. Two machines of differ
 types therefore drift apart from the first matrix product on, and a sampled or trained
 model amplifies the drift into different answers.
 
-:data:`PINNED_ENV` fixes every one of these choices for the project's processes: torch's
-kernels at AVX2 (which every x86-64 CPU of the last decade has), MKL's conditional
-numerical reproducibility branch ``COMPATIBLE`` (the branch MKL documents as giving the
-same results on Intel and non-Intel CPUs; its ``AVX2`` branch falls back to per-CPU
-dispatch on AMD), oneDNN at AVX2, and one thread everywhere. ``torch.use_deterministic_
-algorithms`` is not needed: it replaces kernels whose result depends on thread timing, and
-with one thread no CPU kernel's does (provenance records the flag all the same).
+:data:`PINNED_ENV` fixes these choices for the project's processes: torch's kernels at
+AVX2 (which every x86-64 CPU of the last decade has), MKL's conditional numerical
+reproducibility branch ``AVX2``, oneDNN at AVX2, and one thread everywhere except where a
+config names another count (``sft.threads``). ``torch.use_deterministic_algorithms`` is not
+needed: it replaces kernels whose result depends on thread timing, and at a fixed thread
+count no CPU kernel's does (provenance records the flag all the same).
+
+MKL's ``AVX2`` branch pins the kernels on Intel CPUs; on AMD CPUs MKL keeps its own
+dispatch, so an Intel and an AMD machine may differ in the last bits of every matrix
+product. MKL's ``COMPATIBLE`` branch would be the same on both, but it cost 2.1x the CPU
+time of training at the tiny model's size (measured, README "Stored results and regression
+checks"), so the project does not use it: where the bits differ, ``check --rerun`` judges
+statistically. ``ICTREPRO_UNPINNED=1`` leaves the environment alone: the numbers are then
+the machine's own.
 
 :func:`pin_environment` is called by the command line before torch runs anything, and
-spawned workers inherit the environment. The price is the ``COMPATIBLE`` branch's speed:
-about 2.2x the CPU time of training steps at the tiny model's size (README, "Stored
-results and regression checks"). ``ICTREPRO_UNPINNED=1`` leaves the environment alone:
-faster, but the numbers are then the machine's own.
+spawned workers inherit the environment.
 
 :func:`numerics_provenance` records what actually took effect (the capability torch chose,
 the library versions, threads, the CPU), so that two runs can say whether they should agree
@@ -40,7 +44,7 @@ from typing import Any
 #: The environment of every process of the project (module docstring says why each).
 PINNED_ENV: dict[str, str] = {
     "ATEN_CPU_CAPABILITY": "avx2",
-    "MKL_CBWR": "COMPATIBLE",
+    "MKL_CBWR": "AVX2",
     "MKL_DYNAMIC": "FALSE",
     "MKL_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",

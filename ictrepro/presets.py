@@ -68,21 +68,26 @@ def _tiny() -> Preset:
     #: The tiny run is 20 steps, so ICT's dense warm-up (paper: 10 of some hundreds of
     #: steps) is scaled down to 3 steps, and the random control follows it.
     warmup = {"ict": {"warmup_steps": 3}, "random": {"warmup_steps": 3}}
-    return Preset(
-        "tiny",
-        PrepareConfig(preset="tiny", calibration=CalibrationSpec(sampling=TINY_EVAL.sampling)),
-        # No probe by default yet: holding 64 prompts out changes training, and the pinned
-        # results were made without it (turn it on with --set rl.probe_problems=64).
-        TrainPreset(rl=RLSpec(), method_args=warmup),
-        TINY_EVAL,
+    # The warm start: 2,000 steps on worked solutions (the model learns to copy the numbers
+    # and do the arithmetic; at 600 steps it could not), then 200 steps on the same
+    # problems with 30% of them answered bare, so that the base model answers directly
+    # about a third of the time (docs/tiny-world.md, "Two ways to answer").
+    prepare = PrepareConfig(
+        preset="tiny",
+        calibration=CalibrationSpec(sampling=TINY_EVAL.sampling),
+        data=DataSpec(direct_fraction=0.3),
+        sft=SFTSpec(steps=2000, direct_steps=200, threads=2),
     )
+    # The probe: 64 held-out RL prompts, sampled before the first step and every 5 steps.
+    rl = RLSpec(probe_problems=64, probe_every=5)
+    return Preset("tiny", prepare, TrainPreset(rl=rl, method_args=warmup), TINY_EVAL)
 
 
 def _tiny_smoke() -> Preset:
     """Seconds-scale version of ``tiny`` for tests: same code path, tiny sizes."""
     prepare = PrepareConfig(
         preset="tiny-smoke",
-        data=DataSpec(n_test=8, n_sft=40, n_rl_train=40, sft_extra=()),
+        data=DataSpec(n_test=8, n_sft=40, n_rl_train=40, sft_extra=(), direct_fraction=0.3),
         model=ModelSpec(
             vocab_size=384,
             hidden_size=32,
@@ -91,7 +96,7 @@ def _tiny_smoke() -> Preset:
             num_attention_heads=2,
             num_key_value_heads=1,
         ),
-        sft=SFTSpec(steps=4, batch_size=16, warmup_steps=1),
+        sft=SFTSpec(steps=4, batch_size=16, warmup_steps=1, direct_steps=2),
         calibration=CalibrationSpec(n_problems=4, sampling=SamplingParams(n=2, max_new_tokens=24)),
     )
     rl = RLSpec(

@@ -240,3 +240,24 @@ def test_direct_answers_replace_the_chosen_share_of_solutions():
     assert all(p.meta["style"] == "direct" for p in with_direct_answers(problems, 1.0, seed=0))
     with pytest.raises(ConfigError, match=r"data.direct_fraction must be in \[0, 1\], got 1.5"):
         with_direct_answers(problems, 1.5, seed=0)
+
+
+def test_warm_start_has_a_worked_phase_then_a_direct_phase(smoke_run):
+    run_dir, _ = smoke_run
+    config = prepare_preset("tiny-smoke")
+    log = list(read_jsonl(run_dir / "sft_log.jsonl"))
+    phases = [row["phase"] for row in log]
+    assert phases == ["worked"] * config.sft.steps + ["direct"] * config.sft.direct_steps
+    assert [row["step"] for row in log] == list(range(len(log)))
+    worked = {r["id"]: r for r in read_jsonl(run_dir / "data" / "sft.jsonl")}
+    second = list(read_jsonl(run_dir / "data" / "sft_direct.jsonl"))
+    assert [r["id"] for r in second] == list(worked)  # the same problems, in the same order
+    styles = {r["meta"]["style"] for r in second}
+    assert styles == {"worked", "direct"}
+    for r in second:
+        expected = (
+            worked[r["id"]]["solution"]
+            if r["meta"]["style"] == "worked"
+            else f"The answer is \\boxed{{{r['answer']}}}."
+        )
+        assert r["solution"] == expected

@@ -5,6 +5,7 @@ Writes, in this order, each atomically::
     RUN/prepare.json            status "running" first; "done" + output hashes last
     RUN/data/test/<suite>.jsonl evaluation problems of each of the seven tiny suites
     RUN/data/sft.jsonl          worked solutions for the warm start (train splits)
+    RUN/data/sft_direct.jsonl   the same problems, some answered bare (second phase; if any)
     RUN/data/rl_train.jsonl     RL prompts (GSM8K + MATH-like mixture), no test problem
     RUN/base_model/             tokenizer + warm-started Qwen2ForCausalLM (HF format)
     RUN/sft_log.jsonl           loss per SFT step
@@ -58,7 +59,8 @@ class PrepareResult:
 
 
 def build_data(config: PrepareConfig) -> dict[str, list[Problem]]:
-    """``{"test/<suite>": [...], "sft": [...], "rl_train": [...]}``, train disjoint from tests."""
+    """``{"test/<suite>": [...], "sft": [...], "rl_train": [...]}``, train disjoint from tests,
+    and ``"sft_direct"`` (the second warm-start phase's solutions) when it has steps."""
     spec = config.data
     tests = {
         s: generate_suite(s, seed=config.seed, n_train=0, n_test=spec.n_test)["test"]
@@ -79,14 +81,16 @@ def build_data(config: PrepareConfig) -> dict[str, list[Problem]]:
             s, seed=config.seed, n_train=spec.n_sft + extra.get(s, 0), n_test=0, exclude=test_texts
         )["train"]
     ]
-    sft = with_direct_answers(sft, spec.direct_fraction, seed=config.seed)
     rl = generate_suite(
         spec.rl_suite, seed=config.seed, n_train=spec.n_rl_train, n_test=0, exclude=test_texts
     )["train"]
     leaked = {p.problem for p in sft + rl} & test_texts
     if leaked:  # generate_suite excludes them; this guards the guarantee itself
         raise AssertionError(f"{len(leaked)} test problems leaked into training data")
-    return {**{f"test/{s}": v for s, v in tests.items()}, "sft": sft, "rl_train": rl}
+    data = {**{f"test/{s}": v for s, v in tests.items()}, "sft": sft, "rl_train": rl}
+    if config.sft.direct_steps:
+        data["sft_direct"] = with_direct_answers(sft, spec.direct_fraction, seed=config.seed)
+    return data
 
 
 def with_direct_answers(problems: list[Problem], fraction: float, *, seed: int) -> list[Problem]:
@@ -105,6 +109,42 @@ def with_direct_answers(problems: list[Problem], fraction: float, *, seed: int) 
         meta = {**p.meta, "style": "direct" if direct else "worked"}
         out.append(dataclasses.replace(p, solution=solution, meta=meta))
     return out
+
+
+def warm_start(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    data: dict[str, list[Problem]],
+    config: PrepareConfig,
+    *,
+    show_progress: bool,
+) -> list[dict[str, Any]]:
+    """SFT on the worked solutions, then (``sft.direct_steps``) on ``data["sft_direct"]``;
+    one log row per step, ``phase`` "worked" or "direct". Runs on ``sft.threads`` threads."""
+    spec = config.sft
+    threads = torch.get_num_threads()
+    torch.set_num_threads(spec.threads)
+    try:
+        log = run_sft(
+            model, tokenizer, data["sft"], spec, seed=config.seed, show_progress=show_progress
+        )
+        rows = [{**row, "phase": "worked"} for row in log]
+        if spec.direct_steps:
+            second = dataclasses.replace(
+                spec, steps=spec.direct_steps, lr=spec.direct_lr
+            )
+            log = run_sft(
+                model,
+                tokenizer,
+                data["sft_direct"],
+                second,
+                seed=config.seed + 1,  # another batch order than the first phase's
+                show_progress=show_progress,
+            )
+            rows += [{**row, "step": spec.steps + row["step"], "phase": "direct"} for row in log]
+    finally:
+        torch.set_num_threads(threads)
+    return rows
 
 
 def tokenizer_corpus(problems: list[Problem]) -> list[str]:
@@ -209,9 +249,7 @@ def prepare(
     )
 
     t = time.perf_counter()
-    sft_log = run_sft(
-        model, tokenizer, data["sft"], config.sft, seed=config.seed, show_progress=show_progress
-    )
+    sft_log = warm_start(model, tokenizer, data, config, show_progress=show_progress)
     timings["sft_s"] = time.perf_counter() - t
     with atomic_directory(RunDir(run_dir).base_model) as tmp:
         model.save_pretrained(tmp)
