@@ -123,8 +123,9 @@ def _pinned_tiny():
 def test_calibrated_on_the_pinned_results_false_alarms_are_rare_and_drops_are_caught():
     """The `check --rerun` subset (base, grpo-seed0, ict-seed0 x seven benchmarks): honest
     re-runs simulated from the pinned per-problem rates pass >= 99% of the time (fresh
-    draws, not the calibration's), and a build whose trained models lose half their pass@1
-    (a collapsing policy, e.g. a flipped policy-gradient sign) fails >= 90% of the time."""
+    draws, not the calibration's); a build whose trained models lose half their pass@1
+    (a collapsing policy, e.g. a flipped policy-gradient sign), and one whose training
+    learns nothing (trained models score as the base model does), fail >= 90% of the time."""
     counts, n, tau2 = _pinned_tiny()
     keys = [k for k in counts if k[0] in ("base", "grpo-seed0", "ict-seed0")]
     rates = {k: rs.smoothed_rates(counts[k], n) for k in keys}
@@ -132,6 +133,8 @@ def test_calibrated_on_the_pinned_results_false_alarms_are_rare_and_drops_are_ca
     assert rs.pass_rate(rates, rates, n, tau2, critical, runs=4000, seed=11) >= 0.99
     halved = {k: v * (0.5 if k[0] != "base" else 1.0) for k, v in rates.items()}
     assert rs.power(rates, halved, n, tau2, critical, runs=2000) >= 0.90
+    nothing = {k: rates[("base", k[1])] for k in rates}
+    assert rs.power(rates, nothing, n, tau2, critical, runs=2000) >= 0.90
 
 
 def test_other_pinned_seeds_pass_as_reruns_of_seed_0():
