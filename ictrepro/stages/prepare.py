@@ -130,9 +130,7 @@ def warm_start(
         )
         rows = [{**row, "phase": "worked"} for row in log]
         if spec.direct_steps:
-            second = dataclasses.replace(
-                spec, steps=spec.direct_steps, lr=spec.direct_lr
-            )
+            second = dataclasses.replace(spec, steps=spec.direct_steps, lr=spec.direct_lr)
             log = run_sft(
                 model,
                 tokenizer,
