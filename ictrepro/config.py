@@ -81,6 +81,11 @@ class SFTSpec:
     #: (``prepare`` runs alone, so both cores of a 2-core machine can serve it).
     threads: int = 1
 
+    def __post_init__(self) -> None:
+        for name, low in (("steps", 1), ("batch_size", 1), ("direct_steps", 0), ("threads", 1)):
+            if getattr(self, name) < low:
+                raise ConfigError(f"sft.{name} must be >= {low}, got {getattr(self, name)}")
+
 
 @dataclass(frozen=True)
 class CalibrationSpec:

@@ -261,3 +261,13 @@ def test_warm_start_has_a_worked_phase_then_a_direct_phase(smoke_run):
             else f"The answer is \\boxed{{{r['answer']}}}."
         )
         assert r["solution"] == expected
+
+
+@pytest.mark.parametrize(
+    "field, value", [("steps", 0), ("batch_size", 0), ("direct_steps", -1), ("threads", 0)]
+)
+def test_sft_spec_rejects_impossible_counts(field, value):
+    from ictrepro.config import SFTSpec
+
+    with pytest.raises(ConfigError, match=rf"sft.{field} must be >= \d, got {value}"):
+        SFTSpec(**{field: value})
