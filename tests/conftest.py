@@ -156,3 +156,17 @@ def script_policy(monkeypatch):
 def scripted_policy(monkeypatch):
     """:func:`script_policy` for one test."""
     return script_policy(monkeypatch)
+
+
+@pytest.fixture
+def restore_registry():
+    """Put the selection registry back as it was: rules a test loads from files must not
+    leak into other tests' lists of methods."""
+    from ictrepro.algos import selection
+
+    rules, loaded = dict(selection._REGISTRY), dict(selection._LOADED_MODULES)
+    yield
+    selection._REGISTRY.clear()
+    selection._REGISTRY.update(rules)
+    selection._LOADED_MODULES.clear()
+    selection._LOADED_MODULES.update(loaded)

@@ -44,17 +44,8 @@ def broken(inputs):
 """
 
 
-@pytest.fixture(autouse=True)
-def clean_registry():
-    """Rules loaded from test files must not leak into other tests' lists of methods."""
-    from ictrepro.algos import selection
-
-    rules, loaded = dict(selection._REGISTRY), dict(selection._LOADED_MODULES)
-    yield
-    selection._REGISTRY.clear()
-    selection._REGISTRY.update(rules)
-    selection._LOADED_MODULES.clear()
-    selection._LOADED_MODULES.update(loaded)
+# Rules loaded from test files must not leak into other tests' lists of methods.
+pytestmark = pytest.mark.usefixtures("restore_registry")
 
 
 def rule_file(tmp_path, tag: str, body: str = LOWPROB):

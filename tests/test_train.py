@@ -340,18 +340,6 @@ def raises(inputs):
 """
 
 
-@pytest.fixture
-def restore_registry():
-    from ictrepro.algos import selection
-
-    rules, loaded = dict(selection._REGISTRY), dict(selection._LOADED_MODULES)
-    yield
-    selection._REGISTRY.clear()
-    selection._REGISTRY.update(rules)
-    selection._LOADED_MODULES.clear()
-    selection._LOADED_MODULES.update(loaded)
-
-
 def test_an_error_of_the_users_rule_names_its_module(run_dir, tmp_path, restore_registry):
     from ictrepro.algos.selection import load_method_module
 
