@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-BARE = "The answer is"
+from ictrepro.data.suites import is_bare
 
 
 def styles(model_dir: Path) -> dict[str, list[int]]:
@@ -24,10 +24,14 @@ def styles(model_dir: Path) -> dict[str, list[int]]:
         for line in path.read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
             for text, verdict in zip(record["responses"], record["verdicts"], strict=True):
-                style = counts["bare" if text.lstrip().startswith(BARE) else "worked"]
+                style = counts["bare" if is_bare(text) else "worked"]
                 style[0] += 1
                 style[1] += verdict == "correct"
     return counts
+
+
+def pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "–"
 
 
 def main() -> None:
@@ -45,7 +49,6 @@ def main() -> None:
         n = nb + nw
         if not n:
             raise SystemExit(f"{eval_dir / name} holds no samples; evaluate the model first")
-        pct = lambda a, b: f"{100 * a / b:.1f}%" if b else "–"  # noqa: E731
         print(
             f"| {name} | {n} | {pct(nb, n)} | {pct(cb, nb)} | {pct(cw, nw)} | {pct(cb + cw, n)} |"
         )

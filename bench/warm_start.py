@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from ictrepro.data.prompts import answer_kind, render_prompt
+from ictrepro.data.suites import is_bare
 from ictrepro.models.build import build_model
 from ictrepro.models.tokenizer import train_tokenizer
 from ictrepro.presets import prepare_preset
@@ -39,7 +40,7 @@ def accuracy(model, tokenizer, problems, temperature: float) -> dict[str, str]:
     prompts = [render_prompt(p, tokenizer) for p in problems]
     groups = hf_generate(model, tokenizer, prompts, params, seed=0, batch_size=256)
     rows = [
-        (c.text.startswith("The answer is"), grade(c.text, p.answer, kind=answer_kind(p)))
+        (is_bare(c.text), grade(c.text, p.answer, kind=answer_kind(p)))
         for p, group in zip(problems, groups, strict=True)
         for c in group
     ]

@@ -42,8 +42,23 @@ ITEMS = ("apple", "book", "coin", "pen", "shell", "stamp", "card", "marble")
 LETTERS = "ABCD"
 
 
+#: How every generated solution states its final answer.
+ANSWER_LEAD = "The answer is"
+
+
 def _boxed(steps: list[str], answer: str) -> str:
-    return " ".join([*steps, f"The answer is \\boxed{{{answer}}}."])
+    return " ".join([*steps, f"{ANSWER_LEAD} \\boxed{{{answer}}}."])
+
+
+def bare_solution(answer: str) -> str:
+    """A solution that states the final answer without working it out."""
+    return _boxed([], answer)
+
+
+def is_bare(response: str) -> bool:
+    """Whether ``response`` states its answer without working it out first (as
+    :func:`bare_solution` writes it)."""
+    return response.lstrip().startswith(ANSWER_LEAD)
 
 
 # ------------------------------------------------------------------------ GSM8K-like

@@ -33,7 +33,7 @@ from rich.table import Table
 from ictrepro.config import PrepareConfig, PretrainedPrepareConfig
 from ictrepro.data.prompts import render_prompt, user_message
 from ictrepro.data.records import Problem
-from ictrepro.data.suites import generate_suite
+from ictrepro.data.suites import bare_solution, generate_suite
 from ictrepro.errors import ConfigError
 from ictrepro.evaluate.score import SuiteScore, grade_responses, score_verdicts
 from ictrepro.io import atomic_directory, atomic_write_json, atomic_write_jsonl, hash_outputs
@@ -105,7 +105,7 @@ def with_direct_answers(problems: list[Problem], fraction: float, *, seed: int) 
     out = []
     for p in problems:
         direct = rng.random() < fraction
-        solution = f"The answer is \\boxed{{{p.answer}}}." if direct else p.solution
+        solution = bare_solution(p.answer) if direct else p.solution
         meta = {**p.meta, "style": "direct" if direct else "worked"}
         out.append(dataclasses.replace(p, solution=solution, meta=meta))
     return out
