@@ -262,6 +262,12 @@ def compare(
         help="Where this machine builds another world than the pinned one (base model or data "
         "hash), train the baselines here too instead of stopping.",
     ),
+    world: Path = typer.Option(
+        None,
+        "--world",
+        help="A prepared run directory whose world (if it is the pinned one) is copied into "
+        "--out instead of preparing it again (default: runs/<preset>, where reproduce writes).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
 ) -> None:
     """Train and evaluate a new selection rule against the stored baselines.
@@ -282,6 +288,7 @@ def compare(
         method_module=method_module,
         jobs=jobs,
         rerun_baselines=rerun_baselines,
+        world=world,
         show_progress=not quiet,
         console=Console(quiet=quiet),
     )

@@ -8,6 +8,7 @@ misplaced on the way into the compare run fails.
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 
 import pytest
@@ -168,14 +169,13 @@ def test_compare_refuses_another_prepared_world(pinned_smoke, tmp_path):
 def _results_of_another_world(results, tmp_path):
     """A copy of the pinned results whose base model came from another machine's prepare
     (its hash in provenance.json differs from what this machine builds)."""
-    import shutil
-
     from ictrepro.results.pinned import write_manifest
 
     other = shutil.copytree(results, tmp_path / "results")
     path = other / "tiny-smoke" / "provenance.json"
     provenance = json.loads(path.read_text())
     provenance["world"]["base_model_sha256"] = "ab" * 32
+    provenance["world"]["base_weights_sha256"] = "ab" * 32
     provenance["numerics"]["cpu"] = {"vendor": "GenuineIntel", "model": "Xeon", "flags": "avx2"}
     path.write_text(json.dumps(provenance))
     write_manifest(other)
@@ -202,7 +202,7 @@ def test_compare_stops_before_training_in_another_world(pinned_smoke, tmp_path):
         )
     text = flat(str(info.value))
     assert "another world than the pinned baselines of tiny-smoke" in text
-    assert f"here, {'ab' * 6} pinned" in text and "base_model " in text
+    assert f"here, {'ab' * 6} pinned" in text and "base_weights " in text
     assert "--rerun-baselines" in text and "took " in text  # the way out, with its cost
     assert "cpu: " in text  # the numerics that differ are named
     assert not (run_dir / "train").exists()  # nothing was trained
@@ -288,3 +288,105 @@ def test_compare_cli_bad_module(tmp_path):
         app, ["compare", "--method", "x", "--method-module", str(tmp_path / "nope.py"), "--quiet"]
     )
     assert result.exit_code == 2 and "does not exist" in flat(result.output)
+
+
+def _rewrite_version(model_dir, version: str) -> None:
+    """Write ``model_dir``'s configs as transformers ``version`` would (same content)."""
+    for name in ("config.json", "generation_config.json"):
+        path = model_dir / name
+        content = json.loads(path.read_text())
+        content["transformers_version"] = version
+        path.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n")
+
+
+def _world_prepared_by(version: str, baseline_run, target):
+    """A copy of the prepared world as another transformers version writes it: the base
+    model's configs record ``version``, and prepare's record hashes the files as written."""
+    from ictrepro.io import atomic_write_json, sha256_file
+
+    run_dir = copy_world(baseline_run, target, only_prepared=True)
+    _rewrite_version(run_dir / "base_model", version)
+    record = json.loads((run_dir / "prepare.json").read_text())
+    for rel in record["outputs"]:
+        record["outputs"][rel] = sha256_file(run_dir / rel)
+    atomic_write_json(run_dir / "prepare.json", record)
+    return run_dir
+
+
+@pytest.mark.parametrize("pins", ["current", "legacy"])
+def test_a_world_is_identified_by_what_decides_its_numbers(pinned_smoke, tmp_path, pins):
+    """Weights, tokenizer, data and prepare config identify a world; the transformers
+    version written into the base model's configs is information, also against results
+    pinned before the world recorded more than the whole-folder hash ("legacy")."""
+    from ictrepro.results.pinned import write_manifest
+    from ictrepro.stages.compare import world_mismatch
+
+    baseline_run, results = pinned_smoke
+    if pins == "legacy":
+        results = shutil.copytree(results, tmp_path / "results")
+        path = results / "tiny-smoke" / "provenance.json"
+        provenance = json.loads(path.read_text())
+        provenance["world"] = {"base_model_sha256": provenance["world"]["base_model_sha256"]}
+        path.write_text(json.dumps(provenance))
+        write_manifest(results)
+    run_dir = _world_prepared_by("0.0.1-other", baseline_run, tmp_path / "run")
+    mismatches, information = world_mismatch(run_dir, "tiny-smoke", results)
+    assert mismatches == []
+    assert len(information) == 1 and "transformers 0.0.1-other here" in information[0]
+    # A changed weight is a different world, whatever the pins recorded.
+    weights = run_dir / "base_model" / "model.safetensors"
+    blob = bytearray(weights.read_bytes())
+    blob[-1] ^= 1
+    weights.write_bytes(bytes(blob))
+    mismatches, _ = world_mismatch(run_dir, "tiny-smoke", results)
+    assert len(mismatches) == 1
+    assert mismatches[0].startswith("base_weights " if pins == "current" else "base_model ")
+
+
+def test_compare_accepts_a_world_written_by_another_transformers(pinned_smoke, tmp_path):
+    baseline_run, results = pinned_smoke
+    run_dir = _world_prepared_by("0.0.1-other", baseline_run, tmp_path / "compare")
+    path = rule_file(tmp_path, "version")
+    load_method_module(path)
+    compare(
+        "lowprob_version",
+        "tiny-smoke",
+        run_dir,
+        seeds=(0,),
+        method_module=path,
+        results_dir=results,
+        show_progress=False,
+    )
+    record = json.loads((run_dir / "compare.json").read_text())
+    assert "(pinned;" in record["numbers_from"]["grpo"]
+    assert record["world"]["base_transformers_version"] == "0.0.1-other"
+
+
+def test_compare_reuses_a_prepared_pinned_world(pinned_smoke, tmp_path):
+    from ictrepro.stages.compare import reuse_world
+
+    baseline_run, results = pinned_smoke
+    run_dir = tmp_path / "compare"
+    assert reuse_world(baseline_run, run_dir, "tiny-smoke", results)
+    prepared = (baseline_run / "prepare.json").read_bytes()
+    assert (run_dir / "prepare.json").read_bytes() == prepared
+    assert not (run_dir / "train").exists() and not (run_dir / "eval").exists()
+    # Not into a directory that holds something, nor from a world that is not the pinned one.
+    assert not reuse_world(baseline_run, run_dir, "tiny-smoke", results)
+    other = _results_of_another_world(results, tmp_path)
+    assert not reuse_world(baseline_run, tmp_path / "elsewhere", "tiny-smoke", other)
+    assert not (tmp_path / "elsewhere").exists()
+    # compare then finds the world current and prepares nothing.
+    path = rule_file(tmp_path, "reuse")
+    load_method_module(path)
+    compare(
+        "lowprob_reuse",
+        "tiny-smoke",
+        tmp_path / "compare2",
+        seeds=(0,),
+        method_module=path,
+        results_dir=results,
+        world=baseline_run,
+        show_progress=False,
+    )
+    assert (tmp_path / "compare2" / "prepare.json").read_bytes() == prepared

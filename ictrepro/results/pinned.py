@@ -29,6 +29,7 @@ Re-running a preset and comparing it with these results: :mod:`ictrepro.results.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import re
@@ -37,7 +38,14 @@ from typing import Any
 
 from ictrepro.errors import DataError
 from ictrepro.evaluate.passk import mean_pass_at_k
-from ictrepro.io import atomic_write_json, atomic_write_jsonl, atomic_write_text, sha256_file
+from ictrepro.io import (
+    atomic_write_json,
+    atomic_write_jsonl,
+    atomic_write_text,
+    hash_outputs,
+    sha256_file,
+    sha256_json,
+)
 from ictrepro.rundir import RunDir
 
 #: Relative: ``results/`` of the current directory, as ``ictrepro check --help`` says.
@@ -304,11 +312,51 @@ def load_provenance(preset: str, results_dir: Path = RESULTS_DIR) -> dict[str, A
     return provenance
 
 
+#: The files of a saved model that record the version of the library that wrote them. The
+#: version string is not part of what decides the model's numbers, so the world's identity
+#: hashes these files without it and reports a version difference as information.
+VERSIONED_CONFIGS = ("config.json", "generation_config.json")
+VERSION_KEY = "transformers_version"
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
+#: The world's hashes that decide its numbers, in the order a difference is named.
+DECIDING = (
+    "prepare_config_sha256",
+    "data_sha256",
+    "base_weights_sha256",
+    "base_tokenizer_sha256",
+    "base_config_sha256",
+)
+
+
+def model_identity(model_dir: Path) -> dict[str, str | None]:
+    """What decides a saved model's numbers, by hash: ``weights_sha256`` (weight files),
+    ``tokenizer_sha256`` (tokenizer files and chat template: every other file),
+    ``config_sha256`` (``config.json`` and ``generation_config.json`` without
+    ``transformers_version``), and that ``transformers_version`` (information only)."""
+    model_dir = Path(model_dir)
+    files = hash_outputs(model_dir, ["."])
+    weights = {k: v for k, v in files.items() if k.endswith(WEIGHT_SUFFIXES)}
+    others = {k: v for k, v in files.items() if k not in weights and k not in VERSIONED_CONFIGS}
+    configs, version = {}, None
+    for name in VERSIONED_CONFIGS:
+        if name in files:
+            content = json.loads((model_dir / name).read_text(encoding="utf-8"))
+            version = content.pop(VERSION_KEY, None) or version
+            configs[name] = sha256_json(content)
+    return {
+        "weights_sha256": sha256_json(weights),
+        "tokenizer_sha256": sha256_json(others),
+        "config_sha256": sha256_json(configs),
+        "transformers_version": version,
+    }
+
+
 def world_identity(run_dir: Path) -> dict[str, str | None]:
-    """What a run's models grow from, by hash: the prepare config, the base model (hashed as
-    evaluations hash a model, so it equals the base model's ``identity.model_sha256``) and
-    the data files. ``None`` where the run has no finished prepare."""
-    from ictrepro.io import sha256_json
+    """What a run's models grow from, by hash: the prepare config, the data files and the
+    base model (:func:`model_identity`: weights, tokenizer, configs without the library
+    version); ``base_model_sha256`` hashes every file of the base model as evaluations
+    hash a model (it equals the base model's ``identity.model_sha256``). ``None`` where
+    the run has no finished prepare."""
     from ictrepro.runs import load_record
 
     record = load_record(run_dir, "prepare") or {}
@@ -318,11 +366,67 @@ def world_identity(run_dir: Path) -> dict[str, str | None]:
         files = {k.removeprefix(folder): v for k, v in outputs.items() if k.startswith(folder)}
         return sha256_json(files) if files else None
 
-    return {
+    world: dict[str, str | None] = {
         "prepare_config_sha256": record.get("config_sha256"),
         "base_model_sha256": under("base_model/"),
         "data_sha256": under("data/"),
     }
+    base = RunDir(run_dir).base_model
+    identity = model_identity(base) if outputs and base.is_dir() else {}
+    for key in ("weights_sha256", "tokenizer_sha256", "config_sha256", "transformers_version"):
+        world[f"base_{key}"] = identity.get(key)
+    return world
+
+
+def _versioned_base_hash(model_dir: Path, version: str) -> str:
+    """``base_model_sha256`` of ``model_dir`` had its configs been written by transformers
+    ``version`` (which writes them as ``json.dumps(indent=2, sort_keys=True)`` + newline):
+    how a world is matched against results pinned before :func:`model_identity` existed."""
+    files = hash_outputs(model_dir, ["."])
+    for name in VERSIONED_CONFIGS:
+        if name in files:
+            content = json.loads((model_dir / name).read_text(encoding="utf-8"))
+            if VERSION_KEY in content:
+                content[VERSION_KEY] = version
+                text = json.dumps(content, indent=2, sort_keys=True) + "\n"
+                files[name] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_json(files)
+
+
+def world_differences(
+    run_dir: Path, pinned: dict[str, Any], pinned_version: str | None
+) -> tuple[list[str], list[str]]:
+    """How ``run_dir``'s world differs from ``pinned`` (a :func:`pinned_world`):
+    ``(mismatches, information)``. Mismatches are the hashes that decide the numbers and
+    differ; information names what differs without deciding them (the transformers version
+    recorded in the base model's configs). A hash the pinned record lacks is not compared;
+    results pinned with only ``base_model_sha256`` are matched by that hash, allowing for
+    the configs' version string (``pinned_version``)."""
+    here = world_identity(run_dir)
+    mismatches = [
+        f"{key.removesuffix('_sha256')} {str(here[key])[:12]} here, {str(pinned[key])[:12]} pinned"
+        for key in DECIDING
+        if pinned.get(key) is not None and here.get(key) != pinned[key]
+    ]
+    info = []
+    theirs = pinned.get("base_transformers_version") or pinned_version
+    ours = here.get("base_transformers_version")
+    if theirs and ours and theirs != ours:
+        info.append(
+            f"the base model's configs were written by transformers {ours} here and "
+            f"{theirs} for the pinned results (a version string, not a number of the model)"
+        )
+    legacy = pinned.get("base_weights_sha256") is None and pinned.get("base_model_sha256")
+    if legacy and here.get("base_model_sha256") != legacy:
+        same = (
+            theirs is not None
+            and _versioned_base_hash(RunDir(run_dir).base_model, theirs) == legacy
+        )
+        if not same:
+            mismatches.append(
+                f"base_model {str(here['base_model_sha256'])[:12]} here, {legacy[:12]} pinned"
+            )
+    return mismatches, info
 
 
 def pinned_world(preset: str, results_dir: Path = RESULTS_DIR) -> dict[str, str | None]:

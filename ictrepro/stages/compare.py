@@ -22,6 +22,7 @@ prints it.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from ictrepro.results.pinned import (
     load_provenance,
     pinned_world,
     read_pinned_scores,
+    world_differences,
     world_identity,
 )
 from ictrepro.rundir import ModelId, ProblemCount, RunDir, ScoreRecord
@@ -113,15 +115,37 @@ def _gradable_ids(problems: list[Problem]) -> list[str]:
     ]
 
 
-def world_mismatch(run_dir: Path, preset: str, results_dir: Path = RESULTS_DIR) -> list[str]:
-    """How ``run_dir``'s prepared world differs from the pinned results' (empty: the same).
-    A hash the pinned provenance did not record is not compared."""
-    pinned, here = pinned_world(preset, results_dir), world_identity(run_dir)
-    return [
-        f"{key.removesuffix('_sha256')} {str(here[key])[:12]} here, {str(pinned[key])[:12]} pinned"
-        for key in ("prepare_config_sha256", "base_model_sha256", "data_sha256")
-        if pinned.get(key) is not None and here.get(key) != pinned[key]
-    ]
+def world_mismatch(
+    run_dir: Path, preset: str, results_dir: Path = RESULTS_DIR
+) -> tuple[list[str], list[str]]:
+    """How ``run_dir``'s prepared world differs from the pinned results':
+    ``(mismatches, information)`` (:func:`~ictrepro.results.pinned.world_differences`;
+    no mismatch: the same world)."""
+    provenance = load_provenance(preset, results_dir)
+    version = ((provenance.get("numerics") or {}).get("versions") or {}).get("transformers")
+    return world_differences(run_dir, pinned_world(preset, results_dir), version)
+
+
+def reuse_world(source: Path, run_dir: Path, preset: str, results_dir: Path = RESULTS_DIR) -> bool:
+    """Copy the prepared world of ``source`` (e.g. a reproduction's run directory) into the
+    empty ``run_dir`` when it is the pinned results' world, so that ``compare`` need not
+    prepare it again; False (nothing copied) when it is not, or ``run_dir`` is not empty."""
+    source, run_dir = Path(source), Path(run_dir)
+    record = load_record(source, "prepare")
+    if record is None or record.get("status") != "done":
+        return False
+    if run_dir.exists() and any(run_dir.iterdir()):
+        return False
+    if world_mismatch(source, preset, results_dir)[0]:
+        return False
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("prepare.json", *sorted({rel.split("/")[0] for rel in record["outputs"]})):
+        src = source / name
+        if src.is_dir():
+            shutil.copytree(src, run_dir / name)
+        elif src.is_file():
+            shutil.copy2(src, run_dir / name)
+    return True
 
 
 def _other_world_message(
@@ -162,12 +186,15 @@ def compare(
     jobs: int | None = None,
     results_dir: Path = RESULTS_DIR,
     rerun_baselines: bool = False,
+    world: Path | None = None,
     show_progress: bool = True,
     console: Console | None = None,
 ) -> Any:
     """Train and evaluate ``method``; report it against the baselines (``focus``): the
     pinned ones when this run's world is theirs, else re-run here (``rerun_baselines``)
-    or refused (module docstring)."""
+    or refused (module docstring). ``world``: a run directory whose prepared world is
+    copied into an empty ``run_dir`` when it is the pinned one (default: ``runs/<preset>``,
+    where ``ictrepro reproduce`` writes), so the world is not prepared twice."""
     import time
 
     from ictrepro.presets import prepare_preset
@@ -180,8 +207,15 @@ def compare(
     if jobs is None:  # the baselines' worker count, so the new rule runs as they did
         jobs = provenance["training_jobs"]
     # The world first: a rule trained on another base model than the baselines' is wasted.
+    source = Path(world) if world is not None else Path("runs") / preset
+    if source.resolve() != Path(run_dir).resolve() and reuse_world(
+        source, run_dir, preset, results_dir
+    ):
+        console.print(f"compare: the pinned world prepared in {source} is reused")
     prepare(prepare_preset(preset), run_dir, show_progress=show_progress, console=console)
-    mismatch = world_mismatch(run_dir, preset, results_dir)
+    mismatch, information = world_mismatch(run_dir, preset, results_dir)
+    for line in information:
+        console.print(f"compare: note: {line}")
     if mismatch and not rerun_baselines:
         raise ResultsError(_other_world_message(preset, run_dir, mismatch, provenance))
     pinned_methods = [m for m in provenance.get("methods", []) if m not in ("base", method)]
