@@ -303,6 +303,10 @@ def train_preset(
     )
     if overrides:
         config = apply_overrides(config, overrides)
+    if rule.lr_scale != 1.0:  # after the overrides: a given rl.lr is scaled too
+        config = dataclasses.replace(
+            config, rl=dataclasses.replace(config.rl, lr=config.rl.lr * rule.lr_scale)
+        )
     unknown = sorted(set(config.method_args) - set(rule.defaults))
     if unknown:
         raise ConfigError(

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ictrepro.evaluate.paired import paired_difference
+from ictrepro.evaluate.paired import detectable_difference, paired_difference
 
 
 def test_hand_computed_two_seeds_two_problems():
@@ -29,7 +29,7 @@ def test_a_constant_difference_is_resolved_with_no_width():
     b = [np.full((3, 5), 0.3), np.full((3, 7), 0.8)]
     r = paired_difference(a, b)
     assert r.mean == pytest.approx(0.1) and r.ci_low == pytest.approx(0.1)
-    assert r.resolved and r.resolvable == pytest.approx(0.0)
+    assert r.resolved and r.half_width == pytest.approx(0.0) and r.detectable == pytest.approx(0.0)
 
 
 def test_one_model_against_every_seed_and_one_seed():
@@ -120,3 +120,37 @@ def simulate_coverage(seed_halfwidth: float, *, base: bool, n_bench: int = 400) 
 def test_a_nominal_95_percent_interval_covers_the_truth_90_to_99_percent(seed_halfwidth, base):
     coverage = simulate_coverage(seed_halfwidth, base=base)
     assert 0.90 <= coverage <= 0.99, f"coverage {100 * coverage:.1f}%"
+
+
+def test_the_detectable_difference_by_hand():
+    # t_{0.975}(1) = 12.7062047, t_{0.8}(1) = 1.3763819; z_{0.975} + z_{0.8} = 2.8015852.
+    assert detectable_difference(0.5, 1.0) == pytest.approx(0.5 * (12.7062047 + 1.3763819))
+    assert detectable_difference(1.0, float("inf")) == pytest.approx(2.8015852)
+    assert detectable_difference(2.0, float("inf"), power=0.5) == pytest.approx(2 * 1.959964)
+    with pytest.raises(ValueError, match="power"):
+        detectable_difference(1.0, 3.0, power=1.0)
+
+
+def test_a_true_difference_of_the_detectable_size_is_resolved_80_percent_of_the_time():
+    """Simulated seeds x problems designs with seed, problem and residual noise: the
+    interval excludes 0 in about 80% of designs whose true difference is ``detectable``
+    (computed from the true variance components at the design's degrees of freedom)."""
+    rng = np.random.default_rng(7)
+    S, J, K = 5, 40, 2
+    sd_seed, sd_problem, sd_res = 0.02, 0.05, 0.2
+    # Var(D) of the crossed design with these components (K benchmarks weighted equally).
+    var = sd_seed**2 / S + sd_problem**2 / (K * J) + sd_res**2 / (S * K * J)
+    probe = paired_difference(
+        [rng.normal(size=(S, J)) for _ in range(K)], [np.zeros((S, J))] * K
+    )
+    true = detectable_difference(float(np.sqrt(var)), probe.df)
+    resolved = 0
+    trials = 600
+    for _ in range(trials):
+        seed = rng.normal(0, sd_seed, size=(S, 1))
+        a = [
+            true + seed + rng.normal(0, sd_problem, size=(1, J)) + rng.normal(0, sd_res, (S, J))
+            for _ in range(K)
+        ]
+        resolved += paired_difference(a, [np.zeros((S, J))] * K).resolved
+    assert 0.72 <= resolved / trials <= 0.88

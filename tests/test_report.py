@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import flat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -35,7 +36,7 @@ from ictrepro.report.load import ProblemScores, load_run
 from ictrepro.results.paper import PAPER_DIR, PaperDataError, load_paper
 from ictrepro.rundir import ModelId, ProblemCount, RunDir, ScoreRecord
 
-N = {"tiny-gsm8k": 4, "tiny-math500": 5, "tiny-aime24": 4}
+N = {"tiny-gsm8k": 4, "tiny-math500": 5, "tiny-aime24": 4, "tiny-gpqa": 4}
 #: n_correct per problem: CORRECT[model][benchmark].
 CORRECT = {
     "base": {"tiny-gsm8k": [1, 0, 0], "tiny-math500": [1, 0], "tiny-aime24": [0, 0]},
@@ -513,7 +514,7 @@ def test_paired_comparisons_say_who_wins_and_the_claims_verdict(tmp_path):
     assert set(pairs) == {("ict", "grpo"), ("ict", "stapo"), ("grpo", "base"),
                           ("stapo", "base"), ("ict", "base")}  # fmt: skip
     p4 = pairs["ict", "grpo"].diffs["p4"]
-    assert p4.resolved and p4.mean > 0.5 and p4.resolvable >= 0
+    assert p4.resolved and p4.mean > 0.5 and p4.detectable >= p4.half_width >= 0
     assert won.claim == "reproduced"
     assert won.mechanism_verdicts["pass_at_4"].startswith("seen")
 
@@ -526,6 +527,65 @@ def test_paired_comparisons_say_who_wins_and_the_claims_verdict(tmp_path):
     summary = report.files.summary
     assert summary["claim"]["verdict"] == "contradicted"
     assert {(c["a"], c["b"]) for c in summary["paired_comparisons"]} >= {("ict", "grpo")}
+
+
+def test_claims_the_positive_control_and_the_flags(tmp_path):
+    """ICT against each baseline and the random control; GRPO against GRPO at lr/4 (the
+    planted difference); a rule whose mask never acted; a multiple-choice suite at chance."""
+    high = 4
+    scores = {"base": 1, "grpo": high, "grpo-lr4": 0, "stapo": 0, "ict": high, "random": high}
+    correct = {}
+    for method, c in scores.items():
+        for model in [method] if method == "base" else [f"{method}-seed{s}" for s in (0, 1)]:
+            per = {
+                b: [c] * 7 + [(c + len(model)) % (N[b] + 1)] for b in ("tiny-gsm8k", "tiny-aime24")
+            }
+            per["tiny-gpqa"] = [1] * 6 + [0, 2]  # P@1 25%: guessing among four letters
+            correct[model] = per
+    (tmp_path / "r").mkdir()
+    report, _ = build(make_run(tmp_path / "r", correct=correct))
+    verdicts = {(c.a, c.b): c.verdict for c in report.claims}
+    assert verdicts == {
+        ("ict", "grpo"): "not resolved",
+        ("ict", "stapo"): "reproduced",
+        ("ict", "random"): "not resolved",
+    }
+    assert report.positive_control.verdict == "reproduced"
+    assert (report.positive_control.a, report.positive_control.b) == ("grpo", "grpo-lr4")
+    # write_metrics logs selected_fraction 1 for every rule but ICT.
+    assert set(report.inactive_masks) == {"stapo", "random"}
+    assert {(m, b) for m, b, _, _ in report.at_chance} >= {
+        ("base", "tiny-gpqa"),
+        ("ict", "tiny-gpqa"),
+    }
+    assert all(c == 0.25 for *_, c in report.at_chance)
+    # Every seed logged the same entropies: the paired interval is [0, 0], not "seen".
+    assert report.mechanism_verdicts["entropy"].startswith("not resolved")
+    assert report.mechanism_verdicts["entropy_vs_control"].startswith("not resolved")
+    text = flat(report.files.markdown)
+    assert (
+        "## Verdicts per claim" in text
+        and "Positive control: the planted difference is resolved" in text
+    )
+    assert "**Mask never acted:** STAPO (`stapo`), Random-10% (`random`)" in text
+    assert "**At chance:**" in text and "largest by chance: mean / 95%" in text
+    assert "two standard deviations" not in text
+    summary = report.files.summary
+    assert {c["verdict"] for c in summary["claims"]} == {"reproduced", "not resolved"}
+    assert summary["flags"]["inactive_masks"] == list(report.inactive_masks)
+    assert all(c["detectable_80"] >= c["half_width"] for c in summary["claims"])
+
+
+def test_the_largest_of_several_null_differences_by_simulation_and_by_hand():
+    from ictrepro.report.comparisons import expected_maximum
+
+    # One difference: its mean is 0 and its 95th percentile 1.645 se.
+    mean, p95 = expected_maximum([2.0], draws=200_000)
+    assert abs(mean) < 0.02 and p95 == pytest.approx(2 * 1.6449, rel=0.01)
+    # Two with equal se: E[max] = se / sqrt(pi).
+    mean, _ = expected_maximum([1.0, 1.0], draws=200_000)
+    assert mean == pytest.approx(1 / math.sqrt(math.pi), rel=0.02)
+    assert expected_maximum([]) == (0.0, 0.0)
 
 
 def test_probe_curve_starts_at_step_0_and_joins_the_probe_steps(tmp_path):

@@ -218,7 +218,7 @@ def test_registry_lists_the_paper_methods_with_defaults():
 
 def test_unknown_method_lists_valid_ones():
     with pytest.raises(
-        ConfigError, match="unknown token-selection method 'ictt'; valid: entropy, grpo, ict"
+        ConfigError, match="unknown token-selection method 'ictt'; valid: entropy, grpo, grpo-lr4, ict"
     ):
         get_selection("ictt")
 
@@ -274,3 +274,20 @@ def test_user_rule_registers_and_bad_outputs_are_caught(scratch_registry):
         register_selection("grpo")(lambda inputs: inputs.response_mask)
     with pytest.raises(TypeError, match="must be keyword-only with a default"):
         register_selection("positional")(lambda inputs, rho: inputs.response_mask)
+
+
+def test_the_positive_control_is_dense_grpo_at_a_quarter_of_the_learning_rate():
+    from ictrepro.presets import train_preset
+
+    rule = available_selections()["grpo-lr4"]
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    inputs = SelectionInputs(response_mask=mask, advantages=torch.tensor([1.0, -1.0]), step=5)
+    assert torch.equal(select_tokens("grpo-lr4", inputs), mask)
+    assert rule.lr_scale == 0.25 and available_selections()["grpo"].lr_scale == 1.0
+    grpo = train_preset("tiny", method="grpo")
+    assert train_preset("tiny", method="grpo-lr4").rl.lr == grpo.rl.lr / 4
+    # A learning rate given on the command line is scaled too.
+    given = train_preset("tiny", method="grpo-lr4", overrides={"rl.lr": 1e-3})
+    assert given.rl.lr == pytest.approx(2.5e-4)
+    with pytest.raises(ValueError, match="lr_scale"):
+        register_selection("bad_scale", lr_scale=0.0)

@@ -80,6 +80,9 @@ class SelectionRule:
     description: str
     defaults: dict[str, Any] = field(default_factory=dict)
     label: str = ""  # how reports and tables name the method; register_selection sets it
+    #: The factor on the preset's learning rate this method trains with: 1 for every rule
+    #: but the positive control, whose planted difference is a smaller step, not a mask.
+    lr_scale: float = 1.0
 
     def __call__(self, inputs: SelectionInputs, **hparams: Any) -> Tensor:
         unknown = sorted(set(hparams) - set(self.defaults))
@@ -104,14 +107,18 @@ def register_selection(
     description: str | None = None,
     label: str | None = None,
     overwrite: bool = False,
+    lr_scale: float = 1.0,
 ) -> Callable[[Callable[..., Tensor]], Callable[..., Tensor]]:
     """Decorator: register ``fn(inputs, *, hparam=default, ...)`` as rule ``name``.
 
     ``needs`` names the statistics the rule reads (subset of ``STAT_NAMES``), so the
     trainer computes only those (group JS is the costly one). ``label`` is the method's
     name in reports (the paper's, e.g. "20-Entropy"); a rule without one is shown by ``name``.
+    ``lr_scale`` multiplies the learning rate the method trains with (the positive control).
     """
     needs = frozenset(needs)
+    if not lr_scale > 0:
+        raise ValueError(f"lr_scale must be > 0, got {lr_scale!r}")
     if not needs <= set(STAT_NAMES):
         raise ValueError(f"needs must be a subset of {STAT_NAMES}, got {sorted(needs)}")
 
@@ -132,7 +139,7 @@ def register_selection(
                 )
             defaults[p.name] = p.default
         doc = description or (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
-        _REGISTRY[name] = SelectionRule(name, fn, needs, doc, defaults, label or name)
+        _REGISTRY[name] = SelectionRule(name, fn, needs, doc, defaults, label or name, lr_scale)
         return fn
 
     return decorator
@@ -289,6 +296,13 @@ def _check_warmup(warmup_steps: int) -> None:
 @register_selection("grpo", label="GRPO")
 def grpo(inputs: SelectionInputs) -> Tensor:
     """Dense GRPO: every response token."""
+    return inputs.response_mask.clone()
+
+
+@register_selection("grpo-lr4", label="GRPO lr/4 (positive control)", lr_scale=0.25)
+def grpo_quarter_lr(inputs: SelectionInputs) -> Tensor:
+    """Positive control: dense GRPO at a quarter of the learning rate, a planted difference
+    (it learns less in the same steps) that a working instrument must resolve."""
     return inputs.response_mask.clone()
 
 

@@ -33,6 +33,8 @@ import numpy as np
 from scipy import stats
 
 CONFIDENCE = 0.95
+#: The probability with which a difference of ``PairedDifference.detectable`` is resolved.
+POWER = 0.8
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,11 @@ class PairedDifference:
         ci_low, ci_high: the ``confidence`` interval of D.
         se: its standard error; ``df`` the degrees of freedom of the t quantile.
         resolved: the interval excludes 0.
-        resolvable: the smallest |difference| this design resolves, the interval's
-            half-width (a true difference of this size is resolved half the time).
+        half_width: the interval's half-width (a true difference of this size is resolved
+            only about half the time).
+        detectable: the smallest true |difference| this design resolves with probability
+            ``POWER`` (80%): ``(t_{1-alpha/2} + t_{power}) * se`` at the same degrees of
+            freedom (:func:`detectable_difference`).
         n_seeds: seeds paired; ``seed_spread_known``: False with one seed.
     """
 
@@ -63,8 +68,30 @@ class PairedDifference:
         return self.ci_low > 0 or self.ci_high < 0
 
     @property
-    def resolvable(self) -> float:
+    def half_width(self) -> float:
         return (self.ci_high - self.ci_low) / 2
+
+    @property
+    def detectable(self) -> float:
+        return detectable_difference(self.se, self.df, confidence=self.confidence)
+
+
+def _quantile(p: float, df: float) -> float:
+    return float(stats.t.ppf(p, df)) if np.isfinite(df) else float(stats.norm.ppf(p))
+
+
+def detectable_difference(
+    se: float, df: float, *, confidence: float = CONFIDENCE, power: float = POWER
+) -> float:
+    """The smallest true difference that a two-sided ``confidence`` interval with standard
+    error ``se`` and ``df`` degrees of freedom excludes from 0 with probability ``power``:
+    ``(t_{(1+confidence)/2, df} + t_{power, df}) * se`` (the usual minimum detectable
+    effect; a normal quantile for infinite ``df``)."""
+    if se < 0:
+        raise ValueError(f"se must be >= 0, got {se!r}")
+    if not 0 < power < 1:
+        raise ValueError(f"power must be in (0, 1), got {power!r}")
+    return (_quantile(0.5 + confidence / 2, df) + _quantile(power, df)) * se
 
 
 def paired_difference(
@@ -126,9 +153,5 @@ def _interval(diffs: list[np.ndarray], confidence: float) -> PairedDifference:
         terms = v_seed**2 / (S - 1) + v_prob**2 / df_prob + (v_res**2 / df_res if df_res else 0.0)
         df, known = (var**2 / terms if terms > 0 else float("inf")), True
     se = float(np.sqrt(var))
-    t = (
-        float(stats.t.ppf(0.5 + confidence / 2, df))
-        if np.isfinite(df)
-        else float(stats.norm.ppf(0.5 + confidence / 2))
-    )
+    t = _quantile(0.5 + confidence / 2, df)
     return PairedDifference(mean, mean - t * se, mean + t * se, se, float(df), confidence, S, known)

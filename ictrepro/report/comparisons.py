@@ -7,22 +7,40 @@
 - The paper's claim: the focus method's P@4 is above every baseline's. Reproduced when every
   such difference is resolved above 0, contradicted when one is resolved below 0, otherwise
   not resolved at this size.
+- The claims, one per comparison: the focus method's P@4 above each baseline and above the
+  random control of the same mask size (the sparsity control: a gain that the random mask
+  also has is sparsity, not the rule). Each is "reproduced" (interval above 0),
+  "contradicted" (below 0) or "not resolved", with the difference resolvable at 80% power.
+- The positive control: GRPO against GRPO at a quarter of the learning rate
+  (``grpo-lr4``), a planted difference the instrument must resolve; if it does not, the
+  comparisons of the run cannot be trusted to find anything.
 - The mechanism: each method's mean token entropy at its first and last training step
   (mean over seeds), and its P@4 - P@1 (the room sampling gives). Whether the focus method
-  keeps entropy and P@4 above GRPO's is "seen" or "not seen" from those numbers.
+  ends with more entropy than GRPO and than the random control is a paired interval over
+  seeds of the final entropies; P@4 from the paired comparison.
+- Flags: a sparsifying rule whose mask never left a token out (it trained as GRPO), and a
+  multiple-choice benchmark on which a model does not beat guessing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from ictrepro.evaluate.paired import PairedDifference, paired_difference
 from ictrepro.report.aggregate import METRICS, Average, Cell
 from ictrepro.report.load import BASE, Seed
+
+#: The random mask of the focus method's size: the sparsity control of every claim.
+SPARSITY_CONTROL = "random"
+#: The planted difference: (the stronger, the weaker) method; the instrument must resolve it.
+POSITIVE_CONTROL = ("grpo", "grpo-lr4")
+#: Rules whose mask is dense by design (no flag when they select every token).
+DENSE_RULES = frozenset({"grpo", "grpo-lr4"})
 
 
 @dataclass(frozen=True)
@@ -34,6 +52,8 @@ class Comparison:
     benchmarks: tuple[str, ...]
     seeds: tuple[Seed, ...]
     diffs: dict[str, PairedDifference]
+    #: ``[metric]``: the paired difference on each of ``benchmarks`` alone.
+    per_benchmark: dict[str, tuple[PairedDifference, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -44,6 +64,30 @@ class Mechanism:
     entropy_start: dict[str, float | None]
     entropy_end: dict[str, float | None]
     sampling_room: dict[str, float]
+    #: ``[method][seed]``: the entropy at the last step of each seed's run.
+    entropy_end_by_seed: dict[str, dict[int, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One tested claim: ``a`` above ``b`` on ``metric``; ``verdict`` is "reproduced",
+    "contradicted", "not resolved" or "not tested" (no paired comparison)."""
+
+    text: str
+    a: str
+    b: str
+    metric: str
+    diff: PairedDifference | None
+
+    @property
+    def verdict(self) -> str:
+        if self.diff is None:
+            return "not tested"
+        if self.diff.ci_low > 0:
+            return "reproduced"
+        if self.diff.ci_high < 0:
+            return "contradicted"
+        return "not resolved"
 
 
 def compare(
@@ -59,7 +103,7 @@ def compare(
     paired_seeds = list(seeds[a]) if one_model else [s for s in seeds[a] if s in seeds[b]]
     if not shared or not paired_seeds:
         return None
-    diffs = {}
+    diffs, per_benchmark = {}, {}
     for metric in METRICS:
         xs, ys = [], []
         for bench in shared:
@@ -71,7 +115,10 @@ def compare(
             xs.append(ca.matrices[metric][rows_a])
             ys.append(cb.matrices[metric][rows_b][:, order])
         diffs[metric] = paired_difference(xs, ys)
-    return Comparison(a, b, tuple(shared), tuple(paired_seeds), diffs)
+        per_benchmark[metric] = tuple(
+            paired_difference([x], [y]) for x, y in zip(xs, ys, strict=True)
+        )
+    return Comparison(a, b, tuple(shared), tuple(paired_seeds), diffs, per_benchmark)
 
 
 def all_comparisons(
@@ -80,8 +127,11 @@ def all_comparisons(
     focus: str,
     baselines: Sequence[str],
 ) -> list[Comparison]:
-    """The focus method against each baseline, then every trained method against base."""
-    pairs = [(focus, b) for b in baselines if focus in cells and b in cells]
+    """The focus method against each baseline and the sparsity control, the positive
+    control, then every trained method against base."""
+    pairs = [(focus, b) for b in (*baselines, SPARSITY_CONTROL) if focus in cells and b in cells]
+    if all(m in cells for m in POSITIVE_CONTROL):
+        pairs.append(POSITIVE_CONTROL)
     if BASE in cells:
         pairs += [(m, BASE) for m in cells if m != BASE]
     found = [compare(cells, seeds, a, b) for a, b in pairs]
@@ -101,45 +151,148 @@ def claim_verdict(comparisons: Sequence[Comparison], focus: str, baselines: Sequ
     return "not resolved at this size"
 
 
+def _find(comparisons: Sequence[Comparison], a: str, b: str, metric: str):
+    return next((c.diffs[metric] for c in comparisons if (c.a, c.b) == (a, b)), None)
+
+
+def claims(
+    comparisons: Sequence[Comparison], focus: str, baselines: Sequence[str], labels: Any = str
+) -> list[Claim]:
+    """The focus method's P@4 above each baseline and above the sparsity control."""
+    return [
+        Claim(
+            f"{labels(focus)}'s P@4 above {labels(b)}'s"
+            + (" (the sparsity control)" if b == SPARSITY_CONTROL else ""),
+            focus,
+            b,
+            "p4",
+            _find(comparisons, focus, b, "p4"),
+        )
+        for b in (*baselines, SPARSITY_CONTROL)
+    ]
+
+
+def positive_control(comparisons: Sequence[Comparison]) -> Claim | None:
+    """The planted difference (GRPO above GRPO at lr/4 on P@1), when both were run."""
+    diff = _find(comparisons, *POSITIVE_CONTROL, "p1")
+    if diff is None:
+        return None
+    return Claim("GRPO's P@1 above GRPO's at a quarter of the learning rate", *POSITIVE_CONTROL,
+                 "p1", diff)  # fmt: skip
+
+
+def inactive_masks(trained: Mapping[str, Mapping[int, list[dict[str, Any]]]]) -> list[str]:
+    """The sparsifying rules whose mask selected every response token at every logged step
+    of every seed: they trained exactly as GRPO did."""
+    out = []
+    for method, runs in trained.items():
+        if method in DENSE_RULES:
+            continue
+        shares = [
+            r["selected_fraction"]
+            for rows in runs.values()
+            for r in rows
+            if r.get("selected_fraction") is not None
+        ]
+        if shares and min(shares) >= 1.0:
+            out.append(method)
+    return out
+
+
+def chance_flags(
+    cells: Mapping[str, Mapping[str, Cell]], chance: Mapping[str, float]
+) -> list[tuple[str, str, float, float]]:
+    """``(method, benchmark, P@1, chance)`` for every multiple-choice cell (``chance``:
+    benchmark -> the P@1 of uniform guessing) whose P@1 interval reaches down to chance."""
+    out = []
+    for method, per in cells.items():
+        for bench, level in chance.items():
+            cell = per.get(bench)
+            if cell is None or cell.status != "ok":
+                continue
+            p1 = cell.scores["p1"]
+            if p1.ci_low <= level:
+                out.append((method, bench, p1.mean, level))
+    return out
+
+
+def expected_maximum(
+    ses: Sequence[float], *, draws: int = 20000, seed: int = 0
+) -> tuple[float, float]:
+    """The mean and 95th percentile of the largest of independent N(0, se_b^2) differences:
+    how large the largest of several per-benchmark gains is when no method differs."""
+    if not ses:
+        return 0.0, 0.0
+    rng = np.random.default_rng(seed)
+    largest = (rng.standard_normal((draws, len(ses))) * np.asarray(ses)).max(axis=1)
+    return float(largest.mean()), float(np.quantile(largest, 0.95))
+
+
+def entropy_difference(
+    mech: Mechanism, a: str, b: str, *, confidence: float = 0.95
+) -> tuple[float, float, float, int] | None:
+    """``a``'s final entropy minus ``b``'s, paired by training seed: ``(mean, low, high,
+    seeds)`` with a t interval over seeds; None with fewer than two shared seeds."""
+    ea, eb = mech.entropy_end_by_seed.get(a, {}), mech.entropy_end_by_seed.get(b, {})
+    shared = sorted(set(ea) & set(eb))
+    if len(shared) < 2:
+        return None
+    d = np.asarray([ea[s] - eb[s] for s in shared])
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
+    return float(d.mean()), float(d.mean() - half), float(d.mean() + half), len(d)
+
+
 def mechanism(
     trained: Mapping[str, Mapping[int, list[dict[str, Any]]]],
     averages: Mapping[str, Average | None],
 ) -> Mechanism:
     start: dict[str, float | None] = {}
     end: dict[str, float | None] = {}
+    by_seed: dict[str, dict[int, float]] = {}
     for method, runs in trained.items():
         firsts, lasts = [], []
-        for rows in runs.values():
+        for seed, rows in runs.items():
             values = [r["entropy_mean"] for r in rows if r.get("entropy_mean") is not None]
             if values:
                 firsts.append(values[0])
                 lasts.append(values[-1])
+                by_seed.setdefault(method, {})[seed] = values[-1]
         start[method] = float(np.mean(firsts)) if firsts else None
         end[method] = float(np.mean(lasts)) if lasts else None
     room = {
         m: a.scores["p4"].mean - a.scores["p1"].mean for m, a in averages.items() if a is not None
     }
-    return Mechanism(start, end, room)
+    return Mechanism(start, end, room, by_seed)
 
 
 def mechanism_verdicts(
     mech: Mechanism, comparisons: Sequence[Comparison], focus: str, reference: str = "grpo"
 ) -> dict[str, str]:
-    """``{"entropy": ..., "pass_at_4": ...}``: whether the focus method ends training with
-    more entropy than ``reference`` and has a P@4 resolved above it ("seen" / "not seen",
-    with the numbers in words)."""
+    """Whether the focus method ends training with more entropy than ``reference`` and than
+    the sparsity control (``entropy``, ``entropy_vs_control``: a paired interval over
+    seeds), and has a P@4 resolved above ``reference`` (``pass_at_4``); "seen" only where
+    the interval excludes 0."""
     out = {}
-    ours, theirs = mech.entropy_end.get(focus), mech.entropy_end.get(reference)
-    if ours is None or theirs is None:
-        out["entropy"] = "not seen: no training metrics of both methods"
-    else:
-        seen = "seen" if ours > theirs else "not seen"
-        out["entropy"] = f"{seen}: final entropy {ours:.3f} vs {theirs:.3f} nats"
-    p4 = next((c.diffs["p4"] for c in comparisons if (c.a, c.b) == (focus, reference)), None)
+    for key, other in (("entropy", reference), ("entropy_vs_control", SPARSITY_CONTROL)):
+        d = entropy_difference(mech, focus, other)
+        if d is None:
+            out[key] = (
+                f"not tested: fewer than two seeds of both {focus} and {other} logged entropy"
+            )
+            continue
+        mean, low, high, n = d
+        seen = "seen" if low > 0 else ("reversed" if high < 0 else "not resolved")
+        out[key] = (
+            f"{seen}: final entropy {focus} − {other} {mean:+.4f} nats "
+            f"[{low:+.4f}, {high:+.4f}], paired over {n} seeds"
+        )
+    p4 = _find(comparisons, focus, reference, "p4")
     if p4 is None:
-        out["pass_at_4"] = "not seen: the two methods were not both evaluated"
+        out["pass_at_4"] = "not tested: the two methods were not both evaluated"
     else:
-        state = "resolved" if p4.resolved else "not resolved"
-        seen = "seen" if p4.ci_low > 0 else "not seen"
-        out["pass_at_4"] = f"{seen}: P@4 difference {100 * p4.mean:+.2f} points ({state})"
+        seen = "seen" if p4.ci_low > 0 else ("reversed" if p4.ci_high < 0 else "not resolved")
+        out["pass_at_4"] = (
+            f"{seen}: P@4 difference {100 * p4.mean:+.2f} points "
+            f"[{100 * p4.ci_low:+.2f}, {100 * p4.ci_high:+.2f}]"
+        )
     return out

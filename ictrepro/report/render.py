@@ -17,6 +17,7 @@ from rich.table import Table
 from ictrepro.evaluate.aggregate import SeedAggregate
 from ictrepro.evaluate.paired import PairedDifference
 from ictrepro.report.aggregate import METRICS, PERCENT, Average, Cell
+from ictrepro.report.comparisons import Claim, expected_maximum
 from ictrepro.report.gains import Gain
 from ictrepro.report.labels import METRIC_LABELS, label, stands_for
 from ictrepro.report.load import BASE
@@ -331,6 +332,7 @@ def _markdown_gains(r: Report, paper: PaperNumbers, defs: dict[str, str]) -> lis
     header = ["comparison", "metric", "average gain", "maximum gain (benchmark)",
               "paper average gain " + " / ".join(sizes)]  # fmt: skip
     out += [_md_table(header, rows), ""]
+    out += _markdown_max_by_chance(r)
     for b in compared:
         words = []
         for m, g in r.gains[b].items():
@@ -339,11 +341,52 @@ def _markdown_gains(r: Report, paper: PaperNumbers, defs: dict[str, str]) -> lis
         out.append(f"- {f} vs {label(b)}, average gain: " + "; ".join(words) + ".")
     out += [
         "",
-        "Compare each gain with the std over seeds in the tables above: with a few seeds, a gain "
-        "smaller than about two standard deviations is not established.",
+        "Whether a gain is established is read from the paired comparisons below (an "
+        "interval over seeds and problems), not from the gains alone.",
         "",
     ]
     return out + _markdown_stated(paper)
+
+
+def _markdown_max_by_chance(r: Report) -> list[str]:
+    """How large the largest per-benchmark gain over each baseline is expected to be when no
+    method differs, from each benchmark's paired standard error."""
+    rows = []
+    for c in r.comparisons:
+        if c.a != r.focus or not c.per_benchmark:
+            continue
+        for m in METRICS:
+            per = c.per_benchmark[m]
+            observed = max(per, key=lambda d: d.mean)
+            mean, p95 = expected_maximum([d.se for d in per])
+            bench = c.benchmarks[per.index(observed)]
+            rows.append(
+                [
+                    f"vs {label(c.b)}",
+                    METRIC_LABELS[m],
+                    f"{_sign(PERCENT * observed.mean)} (`{bench}`)",
+                    f"{PERCENT * mean:.2f} / {PERCENT * p95:.2f}",
+                ]
+            )
+    if not rows:
+        return []
+    return [
+        f"The maximum gain by chance: the largest of {len(r.benchmarks)} per-benchmark "
+        "differences is positive even when no method differs. Beside each observed maximum, "
+        "the mean and 95th percentile of the largest of independent normal differences with "
+        "each benchmark's paired standard error and true difference 0 (points):",
+        "",
+        _md_table(
+            [
+                "comparison",
+                "metric",
+                "observed maximum (benchmark)",
+                "largest by chance: mean / 95%",
+            ],
+            rows,
+        ),
+        "",
+    ]
 
 
 def paired_json(d: PairedDifference) -> dict[str, Any]:
@@ -353,7 +396,8 @@ def paired_json(d: PairedDifference) -> dict[str, Any]:
         "ci_low": PERCENT * d.ci_low,
         "ci_high": PERCENT * d.ci_high,
         "resolved": d.resolved,
-        "smallest_resolvable": PERCENT * d.resolvable,
+        "half_width": PERCENT * d.half_width,
+        "detectable_80": PERCENT * d.detectable,
         "df": d.df if math.isfinite(d.df) else None,  # None: no spread, normal quantile
         "n_seeds": d.n_seeds,
         "seed_spread_known": d.seed_spread_known,
@@ -369,9 +413,10 @@ def _markdown_paired(r: Report) -> list[str]:
         "same problems and evaluation seeds (and training seed by training seed for two "
         "trained methods). [low, high] is a 95% t interval whose variance has a seed, a "
         "problem and an interaction component, estimated from the seeds x problems spread "
-        "(`ictrepro/evaluate/paired.py`). *Resolved*: the interval excludes 0. *Smallest "
-        "resolvable*: the interval's half-width, the smallest difference this design tells "
-        "from 0.",
+        "(`ictrepro/evaluate/paired.py`). *Resolved*: the interval excludes 0. *Detectable "
+        "(80%)*: the smallest true difference this design resolves with 80% power, "
+        "(t_0.975 + t_0.8) × its standard error (a difference of the interval's half-width "
+        "is resolved only half the time).",
         "",
     ]
     if not r.comparisons:
@@ -389,12 +434,12 @@ def _markdown_paired(r: Report) -> list[str]:
                     METRIC_LABELS[m],
                     f"{_sign(PERCENT * d.mean)} [{PERCENT * d.ci_low:+.2f}, {PERCENT * d.ci_high:+.2f}]",
                     verdict,
-                    f"{PERCENT * d.resolvable:.2f}",
+                    f"{PERCENT * d.detectable:.2f}",
                     f"{len(c.seeds) if c.seeds != (None,) else 1} × {len(c.benchmarks)}",
                 ]
             )
     header = ["comparison", "metric", "difference [95% interval]", "resolved?",
-              "smallest resolvable", "seeds × benchmarks"]  # fmt: skip
+              "detectable (80%)", "seeds × benchmarks"]  # fmt: skip
     out += [_md_table(header, rows), ""]
     if any(not d.seed_spread_known for c in r.comparisons for d in c.diffs.values()):
         out += ["With one seed the seed spread is unknown and left out of that interval.", ""]
@@ -403,6 +448,72 @@ def _markdown_paired(r: Report) -> list[str]:
         f"averages table, at every model size). **Here: {r.claim}.**",
         "",
     ]
+    return out + _markdown_claims(r)
+
+
+def _claim_row(c: Claim) -> list[str]:
+    d = c.diff
+    if d is None:
+        return [c.text, "–", "–", "not tested"]
+    return [
+        c.text,
+        f"{_sign(PERCENT * d.mean)} [{PERCENT * d.ci_low:+.2f}, {PERCENT * d.ci_high:+.2f}]",
+        f"{PERCENT * d.detectable:.2f}",
+        f"**{c.verdict}**",
+    ]
+
+
+def _markdown_claims(r: Report) -> list[str]:
+    out = [
+        "## Verdicts per claim (percentage points)",
+        "",
+        "Each claim is one paired comparison: *reproduced* when its interval lies above 0, "
+        "*contradicted* when below, otherwise *not resolved* (a true difference smaller than "
+        "the 80%-power figure is likely to be missed). The random mask of the same size is "
+        "the sparsity control: a gain over the baselines that the random mask also shows "
+        "comes from updating fewer tokens, not from which tokens.",
+        "",
+    ]
+    rows = [_claim_row(c) for c in r.claims]
+    if r.positive_control is not None:
+        rows.append(_claim_row(r.positive_control))
+    header = ["claim", "difference [95% interval]", "detectable (80%)", "verdict"]
+    out += [_md_table(header, rows), ""] if rows else ["No claim was tested.", ""]
+    pc = r.positive_control
+    if pc is None:
+        out += [
+            "Positive control: not run (`grpo-lr4`, GRPO at a quarter of the learning rate, "
+            "was not trained), so nothing shows that this instrument can resolve a planted "
+            "difference.",
+            "",
+        ]
+    elif pc.verdict == "reproduced":
+        out += ["Positive control: the planted difference is resolved.", ""]
+    else:
+        out += [
+            "**Positive control failed: the planted difference (GRPO against GRPO at a "
+            "quarter of the learning rate) is not resolved, so this instrument is broken: "
+            "no verdict above can be trusted.**",
+            "",
+        ]
+    if r.inactive_masks:
+        names = ", ".join(f"{label(m)} (`{m}`)" for m in r.inactive_masks)
+        out += [
+            f"**Mask never acted:** {names} selected every response token at every step of "
+            "every seed, so it trained exactly as GRPO did; its comparisons say nothing "
+            "about its rule.",
+            "",
+        ]
+    if r.at_chance:
+        cells = "; ".join(
+            f"{label(m)} on `{b}` (P@1 {PERCENT * p:.2f}%, chance {PERCENT * c:.0f}%)"
+            for m, b, p, c in r.at_chance
+        )
+        out += [
+            f"**At chance:** on these multiple-choice cells the P@1 interval reaches down to "
+            f"uniform guessing, so they measure little: {cells}.",
+            "",
+        ]
     return out
 
 
@@ -433,8 +544,10 @@ def _markdown_mechanism(r: Report) -> list[str]:
     f = label(r.focus)
     out += [
         f"- {f} keeps entropy above GRPO (the paper's argument): "
-        f"{verdicts.get('entropy', 'not seen')}.",
-        f"- {f} keeps P@4 above GRPO: {verdicts.get('pass_at_4', 'not seen')}.",
+        f"{verdicts.get('entropy', 'not tested')}.",
+        f"- {f} keeps entropy above the random mask of its size: "
+        f"{verdicts.get('entropy_vs_control', 'not tested')}.",
+        f"- {f} keeps P@4 above GRPO: {verdicts.get('pass_at_4', 'not tested')}.",
         "",
     ]
     return out
@@ -523,6 +636,24 @@ def build_summary(r: Report, paper: PaperNumbers, files: Sequence[str]) -> dict[
             for c in r.comparisons
         ],
         "claim": {"statement": "focus P@4 above every baseline", "verdict": r.claim},
+        "claims": [
+            {
+                "claim": c.text,
+                "a": c.a,
+                "b": c.b,
+                "metric": c.metric,
+                "verdict": c.verdict,
+                **({} if c.diff is None else paired_json(c.diff)),
+            }
+            for c in (*r.claims, *([r.positive_control] if r.positive_control else []))
+        ],
+        "flags": {
+            "inactive_masks": list(r.inactive_masks),
+            "at_chance": [
+                {"method": m, "benchmark": b, "p1": PERCENT * p, "chance_p1": PERCENT * c}
+                for m, b, p, c in r.at_chance
+            ],
+        },
         "mechanism": None
         if r.mechanism is None
         else {

@@ -14,20 +14,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ictrepro.data.benchmarks import PAPER_BENCHMARKS
-from ictrepro.data.suites import EVAL_SUITES
+from ictrepro.data.benchmarks import BENCHMARKS, PAPER_BENCHMARKS
+from ictrepro.data.suites import EVAL_SUITES, LETTERS, SUITES
 from ictrepro.report.aggregate import METRICS, Average, Cell, score_average, score_cell
 from ictrepro.report.comparisons import (
+    Claim,
     Comparison,
     Mechanism,
     all_comparisons,
+    chance_flags,
     claim_verdict,
+    claims,
+    inactive_masks,
     mechanism,
     mechanism_verdicts,
+    positive_control,
 )
 from ictrepro.report.curves import Curve, missing_curve_notes, training_curves
 from ictrepro.report.gains import Gain, best_baseline, compute_gain
-from ictrepro.report.labels import stands_for
+from ictrepro.report.labels import label, stands_for
 from ictrepro.report.load import BASE, LoadedRun, ProblemScores, Seed, load_run
 
 Loaded = dict[tuple[str, Seed, str], ProblemScores]
@@ -61,7 +66,10 @@ class Report:
         comparisons: paired differences (focus vs each baseline, each method vs base).
         claim: the paper's claim (focus P@4 above every baseline) here: a verdict.
         mechanism, mechanism_verdicts: entropy and P@4 - P@1 per method; whether the focus
-            method keeps entropy and P@4 above GRPO ("seen" / "not seen").
+            method keeps entropy above GRPO and the random control, and P@4 above GRPO
+            (paired intervals).
+        claims: the focus method's P@4 above each baseline and the sparsity control.
+        positive_control: the planted difference (GRPO vs GRPO at lr/4), when run.
         files: the files written, once :func:`build_report` has written them.
     """
 
@@ -84,6 +92,12 @@ class Report:
     claim: str = "not tested"
     mechanism: Mechanism | None = None
     mechanism_verdicts: dict[str, str] | None = None
+    claims: tuple[Claim, ...] = ()
+    positive_control: Claim | None = None
+    #: Sparsifying rules whose mask never left a token out (they trained as GRPO).
+    inactive_masks: tuple[str, ...] = ()
+    #: ``(method, benchmark, P@1, chance P@1)``: multiple-choice cells not above guessing.
+    at_chance: tuple[tuple[str, str, float, float], ...] = ()
     files: ReportFiles | None = None
 
 
@@ -157,7 +171,23 @@ def score_run(
         claim=claim_verdict(comparisons, focus, baselines),
         mechanism=mech,
         mechanism_verdicts=mechanism_verdicts(mech, comparisons, focus),
+        claims=tuple(claims(comparisons, focus, present, labels=label)),
+        positive_control=positive_control(comparisons),
+        inactive_masks=tuple(inactive_masks(trained)),
+        at_chance=tuple(chance_flags(cells, chance_levels(benchmarks))),
     )
+
+
+def chance_levels(benchmarks: Sequence[str]) -> dict[str, float]:
+    """P@1 of uniform guessing on each multiple-choice benchmark (or tiny suite standing
+    for one) among ``benchmarks``: 1 / (number of options), 4 options in every such set."""
+    out = {}
+    for name in benchmarks:
+        key = SUITES[name].stands_for if name in SUITES else name
+        spec = BENCHMARKS.get(key) if key is not None else None
+        if spec is not None and spec.kind == "choice":
+            out[name] = 1 / len(LETTERS)
+    return out
 
 
 def _gains(
