@@ -140,9 +140,7 @@ def test_a_true_difference_of_the_detectable_size_is_resolved_80_percent_of_the_
     sd_seed, sd_problem, sd_res = 0.02, 0.05, 0.2
     # Var(D) of the crossed design with these components (K benchmarks weighted equally).
     var = sd_seed**2 / S + sd_problem**2 / (K * J) + sd_res**2 / (S * K * J)
-    probe = paired_difference(
-        [rng.normal(size=(S, J)) for _ in range(K)], [np.zeros((S, J))] * K
-    )
+    probe = paired_difference([rng.normal(size=(S, J)) for _ in range(K)], [np.zeros((S, J))] * K)
     true = detectable_difference(float(np.sqrt(var)), probe.df)
     resolved = 0
     trials = 600

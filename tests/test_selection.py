@@ -218,7 +218,8 @@ def test_registry_lists_the_paper_methods_with_defaults():
 
 def test_unknown_method_lists_valid_ones():
     with pytest.raises(
-        ConfigError, match="unknown token-selection method 'ictt'; valid: entropy, grpo, grpo-lr4, ict"
+        ConfigError,
+        match="unknown token-selection method 'ictt'; valid: entropy, grpo, grpo-lr4, ict",
     ):
         get_selection("ictt")
 
