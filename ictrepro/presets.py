@@ -28,7 +28,12 @@ from ictrepro.config import (
     TrainConfig,
     apply_overrides,
 )
-from ictrepro.data.suites import EVAL_SUITES
+from ictrepro.data.suites import (
+    EVAL_SUITES,
+    FORK0_EVAL_SUITES,
+    FORK_EVAL_SUITES,
+    FORK_MAX_NEW_TOKENS,
+)
 from ictrepro.errors import ConfigError
 from ictrepro.rollout.params import SamplingParams
 
@@ -111,6 +116,40 @@ def _tiny_smoke() -> Preset:
     warmup = {"ict": {"warmup_steps": 1}, "random": {"warmup_steps": 1}}
     train = TrainPreset(rl=rl, infra=InfraSpec(checkpoint_every=1), method_args=warmup)
     return Preset("tiny-smoke", prepare, train, TINY_EVAL)
+
+
+#: How the fork world's suites are evaluated: 16 samples per problem (P@4 from the unbiased
+#: estimator, not 0 or 1 per problem) within the token budget that separates its subsets.
+FORK_EVAL = EvalSpec(
+    benchmarks=FORK_EVAL_SUITES,
+    sampling=SamplingParams(n=16, temperature=1.0, top_p=1.0, max_new_tokens=FORK_MAX_NEW_TOKENS),
+    ks=(1, 4),
+)
+
+
+def _tiny_fork(name: str, preamble: bool) -> Preset:
+    """The fork world (docs/tiny-world.md, "The fork world"): a lookup with two strategies
+    whose fork lies after a preamble of random length (``tiny-fork``), or after the same
+    preamble in every response (``tiny-fork0``, the control where group JS is 0 at the
+    fork). Evaluated per subset (problems only the forward scan, either, or only the
+    backward scan solves within the budget); the paper's five seeds."""
+    suites = FORK_EVAL_SUITES if preamble else FORK0_EVAL_SUITES
+    prefix = "tiny-fork" if preamble else "tiny-fork0"
+    sampling = FORK_EVAL.sampling
+    prepare = PrepareConfig(
+        preset=name,
+        calibration=CalibrationSpec(sampling=dataclasses.replace(sampling, n=4)),
+        data=DataSpec(
+            eval_suites=suites, rl_suite=f"{prefix}-mix", n_test=128, n_sft=2000, sft_extra=()
+        ),
+        sft=SFTSpec(steps=600, threads=2),
+    )
+    # Group JS for every method (not only ICT's), so the fork_* metrics compare rules.
+    rl = RLSpec(max_new_tokens=FORK_MAX_NEW_TOKENS, probe_problems=64, probe_every=5, log_js=True)
+    warmup = {"ict": {"warmup_steps": 3}, "random": {"warmup_steps": 3}}
+    eval_spec = dataclasses.replace(FORK_EVAL, benchmarks=suites)
+    train = TrainPreset(rl=rl, method_args=warmup)
+    return Preset(name, prepare, train, eval_spec, seeds=(0, 1, 2, 3, 4))
 
 
 def _paper(name: str, model: str) -> Preset:
@@ -209,6 +248,8 @@ def _smollm2() -> Preset:
 _PRESETS: dict[str, Callable[[], Preset]] = {
     "tiny": _tiny,
     "tiny-smoke": _tiny_smoke,
+    "tiny-fork": lambda: _tiny_fork("tiny-fork", preamble=True),
+    "tiny-fork0": lambda: _tiny_fork("tiny-fork0", preamble=False),
     "paper-0.5b": lambda: _paper("paper-0.5b", "Qwen/Qwen2.5-0.5B"),
     "paper-1.5b": lambda: _paper("paper-1.5b", "Qwen/Qwen2.5-1.5B"),
     "paper-7b": lambda: _paper("paper-7b", "Qwen/Qwen2.5-7B"),

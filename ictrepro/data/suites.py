@@ -225,6 +225,87 @@ def gen_aime25(rng: random.Random) -> Generated:
     return problem, _boxed(steps, str(ans)), str(ans), None
 
 
+# ----------------------------------------------------------------------- the fork world
+#
+# A lookup with two strategies (docs/tiny-world.md, "The fork world"): the problem lists
+# FORK_PAIRS key=value pairs and asks for one key's value. A worked solution scans the
+# pairs either from the first or from the last until it reaches the key, then states its
+# value. Within the evaluation's token budget a scan can list at most FORK_REACH pairs, so
+# which strategy solves a problem depends on where the key sits: only the forward scan
+# reaches keys 1-4, both reach keys 5-6, only the backward scan reaches keys 7-10. The RL
+# prompts hold mostly forward-only keys, so collapsing onto the forward scan maximises mean
+# reward and loses the backward-only problems: pass@k rewards keeping both strategies.
+#
+# The strategy is chosen at one token ("first" or "last" of the marker). In the
+# ``tiny-fork`` suites a preamble of random length (2-5 tokens) comes first, so the
+# responses of one group reach the fork at different positions and their distributions
+# there differ (group JS > 0 at the fork); the ``tiny-fork0`` control suites always open
+# with the same preamble, so every response of a group reaches the fork with the same
+# context, as at a first token (group JS = 0 there by construction).
+
+FORK_KEYS = "abcdefghkmnpqrstuvwxyz"
+FORK_PAIRS = 10
+#: How many pairs a scan can list within ``FORK_MAX_NEW_TOKENS`` (counted with the tiny
+#: tokenizer: a pair is 4 tokens; tests/test_suites.py checks it).
+FORK_REACH = 6
+#: (majority, minority) strategy: how a worked solution starts its scan.
+FORK_MARKERS = ("From the first:", "From the last:")
+#: Preambles of 2, 3, 4 and 5 tokens, drawn per solution in the ``tiny-fork`` suites; the
+#: spread (3 tokens) is under one pair (4 tokens), so the budget separates the subsets
+#: whatever the preamble. The control suites always use ``FORK_PREAMBLES[2]``.
+FORK_PREAMBLES = ("So.", "I see.", "Let me see.", "Okay, I see.")
+#: The token budget of the fork world: the longest preamble and FORK_REACH pairs fit
+#: (5 + 12 + 4 * 6 = 41 tokens), the shortest and one pair more do not (2 + 12 + 28 = 42).
+FORK_MAX_NEW_TOKENS = 41
+#: The query positions (1-based) of each subset of problems.
+FORK_SUBSETS = {
+    "forward": range(1, FORK_PAIRS - FORK_REACH + 1),
+    "both": range(FORK_PAIRS - FORK_REACH + 1, FORK_REACH + 1),
+    "backward": range(FORK_REACH + 1, FORK_PAIRS + 1),
+}
+
+
+def _fork_item(rng: random.Random, subset: str, preamble: bool) -> Generated:
+    keys = rng.sample(FORK_KEYS, FORK_PAIRS)
+    values = [rng.randrange(10) for _ in keys]
+    position = rng.choice(FORK_SUBSETS[subset])
+    query = keys[position - 1]
+    pairs = [f"{k}={v}" for k, v in zip(keys, values, strict=True)]
+    problem = f"Pairs: {', '.join(pairs)}. What is {query}?"
+    backward = rng.random() < 0.5
+    scanned = pairs[::-1][: FORK_PAIRS - position + 1] if backward else pairs[:position]
+    opening = rng.choice(FORK_PREAMBLES) if preamble else FORK_PREAMBLES[2]
+    steps = [f"{opening} {FORK_MARKERS[backward]} {', '.join(scanned)}."]
+    return problem, _boxed(steps, str(values[position - 1])), str(values[position - 1]), None
+
+
+def _fork_generator(subset: str, preamble: bool) -> Callable[[random.Random], Generated]:
+    def gen(rng: random.Random) -> Generated:
+        return _fork_item(rng, subset, preamble)
+
+    gen.__name__ = f"gen_fork{'' if preamble else '0'}_{subset}"
+    gen.__doc__ = f"Lookup problems whose key only the {subset} scan reaches (or both)."
+    return gen
+
+
+def fork_strategy(response: str) -> int | None:
+    """Which strategy ``response`` chose: 0 (majority, forward), 1 (minority, backward) or
+    None (neither marker)."""
+    found = [(response.find(m), i) for i, m in enumerate(FORK_MARKERS) if m in response]
+    return min(found)[1] if found else None
+
+
+def _fork_suites(preamble: bool) -> list[Suite]:
+    prefix = "tiny-fork" if preamble else "tiny-fork0"
+    gens = {s: _fork_generator(s, preamble) for s in FORK_SUBSETS}
+    # The RL prompts: 12 forward-only, 3 either, 5 backward-only keys in every 20.
+    mix = (gens["forward"],) * 12 + (gens["both"],) * 3 + (gens["backward"],) * 5
+    return [
+        *(Suite(f"{prefix}-{s}", f"fork-{s}", (g,)) for s, g in gens.items()),
+        Suite(f"{prefix}-mix", "fork", mix),
+    ]
+
+
 # -------------------------------------------------------------------------- registry
 
 
@@ -257,8 +338,13 @@ SUITES: dict[str, Suite] = {
             "all seven",
             (gen_gsm8k, gen_math500, gen_mmlu_stem, gen_gpqa, gen_aime23, gen_aime24, gen_aime25),
         ),
+        *_fork_suites(preamble=True),
+        *_fork_suites(preamble=False),
     )
 }
+#: The evaluation suites of the fork world and of its control variant, one per subset.
+FORK_EVAL_SUITES = tuple(f"tiny-fork-{s}" for s in FORK_SUBSETS)
+FORK0_EVAL_SUITES = tuple(f"tiny-fork0-{s}" for s in FORK_SUBSETS)
 SPLITS = ("train", "test")
 #: The suites a tiny run is evaluated on (every suite but the training mixture), in the
 #: order of the paper's tables.
@@ -345,9 +431,13 @@ def generate_suite(
 # ------------------------------------------------------------------ the evaluation side
 
 
+#: Every generated suite a tiny world can be evaluated on, in report order.
+ALL_EVAL_SUITES = (*EVAL_SUITES, *FORK_EVAL_SUITES, *FORK0_EVAL_SUITES)
+
+
 def is_tiny_suite(name: str) -> bool:
-    """Whether ``name`` is one of the seven tiny evaluation suites (``config.EVAL_SUITES``)."""
-    return name in EVAL_SUITES
+    """Whether ``name`` is a generated evaluation suite (``ALL_EVAL_SUITES``)."""
+    return name in ALL_EVAL_SUITES
 
 
 def load_test_split(run_dir: Path, suite: str) -> list[Problem]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ictrepro.data.benchmarks import BENCHMARKS, PAPER_BENCHMARKS
-from ictrepro.data.suites import EVAL_SUITES, LETTERS, SUITES
+from ictrepro.data.suites import ALL_EVAL_SUITES, LETTERS, SUITES
 from ictrepro.report.aggregate import METRICS, Average, Cell, score_average, score_cell
 from ictrepro.report.comparisons import (
     Claim,
@@ -216,7 +216,7 @@ def _gains(
 
 def benchmark_order(names: Collection[str]) -> list[str]:
     """The tiny suites and the paper's benchmarks in their canonical order, then the rest."""
-    canonical = [*EVAL_SUITES, *PAPER_BENCHMARKS]
+    canonical = [*ALL_EVAL_SUITES, *PAPER_BENCHMARKS]
     known = [b for b in canonical if b in names]
     return known + sorted(set(names) - set(canonical))
 

@@ -28,13 +28,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ictrepro.config import EvalSpec
 from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
 from ictrepro.data.records import Problem
-from ictrepro.data.suites import EVAL_SUITES, is_tiny_suite, load_test_split
+from ictrepro.data.suites import ALL_EVAL_SUITES, EVAL_SUITES, is_tiny_suite, load_test_split
 from ictrepro.errors import ConfigError, DataError, RunDirError
 from ictrepro.evaluate.score import BenchmarkScore, grade_responses, score_problems
 from ictrepro.io import hash_outputs, read_jsonl_numbered, sha256_file, sha256_json
-from ictrepro.presets import TINY_EVAL
+from ictrepro.presets import TINY_EVAL, get_preset, preset_names
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.params import SamplingParams
 from ictrepro.rundir import (
@@ -70,16 +71,28 @@ def benchmark_names() -> list[str]:
     """Every name ``load_task`` accepts: the tiny suites and the paper's benchmarks."""
     from ictrepro.data.benchmarks import BENCHMARKS
 
-    return [*EVAL_SUITES, *(n for n, spec in BENCHMARKS.items() if spec.is_evaluation)]
+    return [*ALL_EVAL_SUITES, *(n for n, spec in BENCHMARKS.items() if spec.is_evaluation)]
 
 
 def default_benchmarks(run_dir: Path) -> list[str]:
     """What ``ictrepro eval --run RUN`` evaluates without ``--benchmarks``: the benchmarks
-    RUN was prepared with (a pretrained-model preset), else the seven tiny suites."""
+    RUN was prepared with: a pretrained-model preset's benchmarks, a tiny world's suites
+    (``data.eval_suites``), else the seven tiny suites."""
     from ictrepro.stages.prepare_pretrained import prepared_benchmarks
 
     prepared = prepared_benchmarks(Path(run_dir))
-    return list(prepared) if prepared is not None else list(EVAL_SUITES)
+    if prepared is not None:
+        return list(prepared)
+    config = (load_record(Path(run_dir), "prepare") or {}).get("config") or {}
+    return list((config.get("data") or {}).get("eval_suites") or EVAL_SUITES)
+
+
+def tiny_eval_spec(run_dir: Path) -> EvalSpec:
+    """How the tiny suites of ``run_dir`` are evaluated: its preset's evaluation (the fork
+    world samples more responses, with its own token budget), else ``TINY_EVAL``."""
+    config = (load_record(Path(run_dir), "prepare") or {}).get("config") or {}
+    name = config.get("preset")
+    return get_preset(name).eval if name in preset_names() else TINY_EVAL
 
 
 def load_task(
@@ -93,7 +106,8 @@ def load_task(
         if run_dir is None:
             raise ConfigError(f"{name} is a tiny suite: it needs --run RUN_DIR (a prepared run)")
         problems = load_test_split(Path(run_dir), name)
-        sampling, ks = TINY_EVAL.sampling, TINY_EVAL.ks
+        spec = tiny_eval_spec(Path(run_dir))
+        sampling, ks = spec.sampling, spec.ks
     elif data_dir is None and prepared is not None and name in prepared:
         # A benchmark prepared into the run: its (sub)set and decoding as prepared.
         problems = read_prepared(prepared[name].path)

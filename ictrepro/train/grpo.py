@@ -59,6 +59,7 @@ from ictrepro.rollout.base import Completion, Sampler
 from ictrepro.rollout.params import SamplingParams
 from ictrepro.rollout.sampler import make_sampler
 from ictrepro.train import checkpoint
+from ictrepro.train.forks import fork_metrics, fork_positions
 from ictrepro.train.metrics import MetricsLog, MetricSums, selection_metrics
 from ictrepro.verify import GradeRequest, Verdict
 
@@ -463,6 +464,8 @@ class GRPOTrainer:
         )
         self.schedule = PromptSchedule(len(self.problems), self.rl.prompts_per_step, config.seed)
         self.with_js = "js" in self.rule.needs or self.rl.log_js
+        # The fork world's prompts: log where each rule acts relative to the fork.
+        self.fork_world = any(p.meta.get("family", "").startswith("fork") for p in problems)
         self.temperature = self.rl.temperature_for_stats
         self.checkpoint_dir = checkpoint.checkpoint_dir(self.out_dir)
         self.log = MetricsLog(self.out_dir / "metrics.jsonl", enabled=accelerator.is_main_process)
@@ -512,6 +515,11 @@ class GRPOTrainer:
         t2 = time.perf_counter()
         stats, ref_logprob = self.statistics(batch)
         mask = self.select(batch, advantages, stats, step)
+        fork_sums = MetricSums()
+        if self.fork_world:
+            rows = [(c.token_ids, c.text) for group in completions for c in group]
+            forks = fork_positions(rows, self.tokenizer)
+            fork_sums = fork_metrics(forks, stats, mask, batch.response_mask)
         t3 = time.perf_counter()
 
         # Skipped on every process alike: a step has a signal if any process's groups do.
@@ -538,6 +546,7 @@ class GRPOTrainer:
             probe,
             reward_sums,
             selection_metrics(stats, mask, batch.response_mask),
+            fork_sums,
             update_sums,
             batch_metrics(batch),
         )
