@@ -576,6 +576,26 @@ def test_claims_the_positive_control_and_the_flags(tmp_path):
     assert all(c["detectable_80"] >= c["half_width"] for c in summary["claims"])
 
 
+def test_fork_world_runs_get_the_fork_plots_and_other_runs_no_note_of_them(tmp_path, built):
+    from ictrepro.train.forks import FORK_METRICS
+
+    report, _ = built
+    assert not any("fork" in n for n in report.notes)
+    assert not any("fork" in name for name in report.files.paths)
+    run = make_run(tmp_path)
+    for folder in (run / "train").iterdir():
+        path = folder / "metrics.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for row in rows:
+            row.update({k: 0.25 for k in FORK_METRICS})
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    forked, _ = build(run)
+    names = set(forked.files.paths)
+    assert {"plots/fork-offsets.png", "plots/curves-fork-minority.png"} <= names
+    assert {"plots/curves-fork-js.png", "plots/curves-fork-entropy.png"} <= names
+    assert forked.curves["fork_selected_at"]["ict"].mean.tolist() == [0.25] * 3
+
+
 def test_the_largest_of_several_null_differences_by_simulation_and_by_hand():
     from ictrepro.report.comparisons import expected_maximum
 

@@ -26,7 +26,30 @@ CURVES = (
         "Group JS u: selected (solid) vs unselected (dashed) tokens",
         (("js_selected_mean", "-"), ("js_unselected_mean", "--")),
     ),
+    # The fork world only (ictrepro/train/forks.py); optional like the probe.
+    (
+        "fork-minority",
+        "Share of responses choosing the minority strategy at the fork",
+        (("fork_minority_fraction", "-"),),
+    ),
+    ("fork-selected", "Share of fork tokens the rule selects", (("fork_selected_fraction", "-"),)),
+    (
+        "fork-js",
+        "Group JS u at fork tokens (solid) vs the other tokens (dashed)",
+        (("fork_js_mean", "-"), ("nonfork_js_mean", "--")),
+    ),
+    (
+        "fork-entropy",
+        "Entropy at fork tokens (solid) vs the other tokens (dashed)",
+        (("fork_entropy_mean", "-"), ("nonfork_entropy_mean", "--")),
+    ),
 )
+#: Curves drawn only when a run logged them.
+OPTIONAL_CURVES = frozenset({"probe", "fork-minority", "fork-selected", "fork-js", "fork-entropy"})
+#: Where selected tokens lie relative to the fork, and where all tokens lie: computed as
+#: curves for the offsets plot (plots.py), not drawn as curves.
+FORK_OFFSETS = ("before", "at", "near", "later")
+OFFSET_KEYS = tuple(f"fork_{kind}_{o}" for kind in ("selected", "tokens") for o in FORK_OFFSETS)
 
 
 @dataclass(frozen=True)
@@ -58,7 +81,7 @@ def training_curves(
     """``{metrics key: {method: Curve}}`` for every key of :data:`CURVES`; a method (or key)
     without a single non-null value is left out."""
     out: dict[str, dict[str, Curve]] = {}
-    for _, _, keys in CURVES:
+    for _, _, keys in (*CURVES, ("offsets", "", tuple((k, "") for k in OFFSET_KEYS))):
         for method, rows_by_seed in trained.items():
             for key, _ in keys:
                 series = _series(rows_by_seed, key)
@@ -68,13 +91,14 @@ def training_curves(
 
 
 def missing_curve_notes(curves: Mapping[str, Any]) -> list[str]:
-    """A note per curve of :data:`CURVES` that has nothing to draw (the probe curve is
-    optional: a run with ``rl.probe_problems = 0`` has none)."""
+    """A note per curve of :data:`CURVES` that has nothing to draw (the probe and fork
+    curves are optional: a run with ``rl.probe_problems = 0``, or outside the fork world,
+    has none)."""
     return [
         f"no training curve of {', '.join(k for k, _ in keys)}: every value is null "
         "or no training run was found."
         for stem, _, keys in CURVES
-        if stem != "probe" and not any(k in curves for k, _ in keys)
+        if stem not in OPTIONAL_CURVES and not any(k in curves for k, _ in keys)
     ]
 
 
