@@ -81,17 +81,27 @@ def main() -> None:
     sets.update({k.removeprefix("test/"): v for k, v in data.items() if k.startswith("test/")})
     marks = sorted({int(s) for s in args.checkpoints.split(",") if s} | {sft.steps})
     done, start = 0, time.perf_counter()
-    print("| SFT steps | set | correct | backward share | forward correct | backward correct | no marker |")
+    print(
+        "| SFT steps | set | correct | backward share | forward correct | backward correct | no marker |"
+    )
     print("|---|---|---|---|---|---|---|")
     for mark in marks:
         # Continued in segments: the schedule restarts per segment, so only the last
         # checkpoint is the preset's warm start exactly.
         segment = dataclasses.replace(sft, steps=mark - done)
-        log = run_sft(model, tokenizer, data["sft"], segment, seed=config.seed + done, show_progress=False)
+        log = run_sft(
+            model, tokenizer, data["sft"], segment, seed=config.seed + done, show_progress=False
+        )
         done = mark
         for name, problems in sets.items():
-            print(f"| {mark} | {name} | {strategies(model, tokenizer, problems, sampling)} |", flush=True)
-        print(f"<!-- {mark} steps, {time.perf_counter() - start:.0f} s, loss {log[-1]['loss']:.3f} -->", flush=True)
+            print(
+                f"| {mark} | {name} | {strategies(model, tokenizer, problems, sampling)} |",
+                flush=True,
+            )
+        print(
+            f"<!-- {mark} steps, {time.perf_counter() - start:.0f} s, loss {log[-1]['loss']:.3f} -->",
+            flush=True,
+        )
     model.save_pretrained(args.out)
     tokenizer.save_pretrained(args.out)
 
