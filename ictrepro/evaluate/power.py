@@ -1,0 +1,154 @@
+"""Design power of a paired comparison: variance components from a run, and the smallest
+difference a design (seeds, problems, samples per problem) resolves with 80% power.
+
+The report's paired difference of two methods' average score (``paired.py``) is modelled as
+
+    d[b, s, j] = D + a_s + b_j + e_sj
+
+over benchmarks ``b`` (``K`` of them, ``J`` problems each), training seeds ``s`` (``S``)
+and problems ``j``: ``a`` the seed effect on the average (variance ``seed``), ``b`` the
+problem effect (``problem``), ``e`` the rest (``residual``), which includes the sampling
+noise of each model's pass@k estimate from ``n`` samples. The average over the design has
+
+    Var(D_hat) = seed / S + problem / (K J) + residual / (K J S)
+
+:func:`components` estimates the three from a run's per-problem scores (method of moments
+on the crossed seeds x problems table) and splits the residual into the sampling noise the
+run's ``n`` implies (:func:`passk_sampling_variance` at each problem's observed rate, both
+models) and the rest. :func:`detectable` projects the 80%-power difference to another
+design: more seeds shrink the seed term, more problems the problem term, more samples only
+the sampling part of the residual. ``bench/power.py`` prints it for a run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import stats
+
+from ictrepro.evaluate.paired import CONFIDENCE, POWER, detectable_difference
+from ictrepro.evaluate.passk import pass_at_k
+
+
+@lru_cache(maxsize=4096)
+def _estimates(n: int, k: int) -> np.ndarray:
+    return np.asarray([pass_at_k(n, c, k) for c in range(n + 1)])
+
+
+def passk_sampling_variance(p: float, n: int, k: int) -> float:
+    """Variance of the unbiased pass@k estimate from ``n`` samples of a problem solved with
+    probability ``p``: ``sum_c Binom(c; n, p) est(c)^2 - (1 - (1 - p)^k)^2``."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p must be in [0, 1], got {p!r}")
+    est = _estimates(n, k)
+    weights = stats.binom.pmf(np.arange(n + 1), n, p)
+    mean = 1.0 - (1.0 - p) ** k
+    return max(0.0, float(weights @ est**2) - mean**2)
+
+
+@dataclass(frozen=True)
+class Components:
+    """Per-unit variance components of a paired difference (fractions squared).
+
+    ``residual`` = ``interaction`` + ``sampling`` (at the run's ``n``); ``K`` benchmarks of
+    ``J`` problems (the mean count), ``S`` seeds, ``n`` samples and ``k``: the run's design.
+    ``rates``: the observed success rates c / n of the models whose sampling noise varies
+    from seed to seed (both trained methods, or only A against the one base model)."""
+
+    seed: float
+    problem: float
+    residual: float
+    sampling: float
+    K: int
+    J: float
+    S: int
+    n: int
+    k: int
+    models: int
+    rates: np.ndarray
+
+    @property
+    def interaction(self) -> float:
+        return max(0.0, self.residual - self.sampling)
+
+    def sampling_at(self, n: int) -> float:
+        """The sampling part of the residual with ``n`` samples per problem."""
+        if n == self.n:
+            return self.sampling
+        return self.models * _mean_sampling(self.rates, n, self.k)
+
+
+def _mean_sampling(rates: np.ndarray, n: int, k: int) -> float:
+    values = [passk_sampling_variance(float(p), n, k) for p in np.ravel(rates)]
+    return float(np.mean(values)) if values else 0.0
+
+
+def components(
+    a: Sequence[np.ndarray],
+    b: Sequence[np.ndarray],
+    rates_a: Sequence[np.ndarray],
+    rates_b: Sequence[np.ndarray],
+    *,
+    n: int,
+    k: int,
+) -> Components:
+    """Variance components of ``a - b`` (per benchmark ``[S, J_b]`` pass@k scores; ``b``
+    may be one row against ``S >= 2``, as the base model is) and the sampling variance
+    their ``n`` samples imply (``rates_*``: per benchmark, success rates c / n of the same
+    shapes)."""
+    diffs = [
+        np.asarray(x, np.float64) - np.asarray(y, np.float64) for x, y in zip(a, b, strict=True)
+    ]
+    K, S = len(diffs), diffs[0].shape[0]
+    J = float(np.mean([d.shape[1] for d in diffs]))
+    ss_res, df_res, problem_var = 0.0, 0, []
+    for d in diffs:
+        residual = d - d.mean(axis=1, keepdims=True) - d.mean(axis=0) + d.mean()
+        ss_res += float((residual**2).sum())
+        df_res += (S - 1) * (d.shape[1] - 1)
+        problem_var.append(d.mean(axis=0).var(ddof=1))
+    residual = ss_res / df_res if df_res else 0.0
+    # E[var_j(mean_s d)] = problem + residual / S; E[var_s(D_s)] = seed + residual / (K J).
+    problem = max(0.0, float(np.mean(problem_var)) - residual / S)
+    seed_means = np.mean([d.mean(axis=1) for d in diffs], axis=0)
+    seed = max(0.0, float(seed_means.var(ddof=1)) - residual / (K * J)) if S > 1 else 0.0
+    # One model against every seed (the base): its sampling noise is the same for every
+    # seed, so it is part of the problem term, and only A's varies in the residual.
+    one_model = S > 1 and all(np.shape(y)[0] == 1 for y in rates_b)
+    varying = [*rates_a] if one_model else [*rates_a, *rates_b]
+    rates = np.concatenate([np.ravel(r) for r in varying])
+    models = 1 if one_model else 2
+    sampling = models * _mean_sampling(rates, n, k)
+    return Components(seed, problem, residual, sampling, K, J, S, n, k, models, rates)
+
+
+def variance_of_mean(c: Components, *, S: int, J: float, n: int) -> tuple[float, float]:
+    """``(Var(D_hat), Satterthwaite df)`` of a design with ``S`` seeds, ``J`` problems per
+    benchmark (``c.K`` benchmarks) and ``n`` samples per problem."""
+    residual = c.interaction + c.sampling_at(n)
+    terms = [
+        (c.seed / S, S - 1),
+        (c.problem / (c.K * J), c.K * (J - 1)),
+        (residual / (c.K * J * S), c.K * (J - 1) * max(S - 1, 1)),
+    ]
+    var = sum(v for v, _ in terms)
+    denom = sum(v**2 / df for v, df in terms if df > 0 and v > 0)
+    return var, (var**2 / denom if denom > 0 else math.inf)
+
+
+def detectable(
+    c: Components,
+    *,
+    S: int,
+    J: float,
+    n: int,
+    confidence: float = CONFIDENCE,
+    power: float = POWER,
+) -> float:
+    """The smallest true difference a design resolves with ``power`` (fraction)."""
+    var, df = variance_of_mean(c, S=S, J=J, n=n)
+    return detectable_difference(math.sqrt(var), df, confidence=confidence, power=power)
