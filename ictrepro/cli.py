@@ -299,7 +299,9 @@ def reproduce(
     preset: str = typer.Option("tiny", help="Named preset: tiny, tiny-smoke, paper-0.5b, ..."),
     out: Path = typer.Option(None, "--out", help="Run directory (default: runs/<preset>)."),
     methods: str = typer.Option(
-        "grpo,entropy,stapo,ict,random", help="Comma-separated token-selection rules."
+        None,
+        help="Comma-separated token-selection rules (default: the preset's; grpo, entropy, "
+        "stapo, ict, random, and for tiny-fork* also the positive control grpo-lr4).",
     ),
     seeds: str = typer.Option(
         None, help="Comma-separated training seeds (default: the preset's; paper-*: 0,1,2,3,4)."
@@ -334,7 +336,7 @@ def reproduce(
     plan = make_plan(
         preset,
         out or Path("runs") / preset,
-        methods=_csv(methods) or [],
+        methods=None if methods is None else _csv(methods),
         seeds=seed_list,
         prepare_options=options,
     )

@@ -37,6 +37,11 @@ from ictrepro.data.suites import (
 from ictrepro.errors import ConfigError
 from ictrepro.rollout.params import SamplingParams
 
+#: The methods of the paper's comparison and the paper's random-10% control.
+DEFAULT_METHODS = ("grpo", "entropy", "stapo", "ict", "random")
+#: ... and the positive control (GRPO at a quarter of the learning rate).
+CONTROLLED_METHODS = (*DEFAULT_METHODS, "grpo-lr4")
+
 #: How the tiny suites are evaluated, for every tiny preset: the one place these settings
 #: are written (the ``tasks/ictrepro_tiny_*.yaml`` files are checked against it).
 TINY_EVAL = EvalSpec(
@@ -67,6 +72,8 @@ class Preset:
     eval: EvalSpec
     #: The training seeds of ``ictrepro reproduce`` when ``--seeds`` is not given.
     seeds: tuple[int, ...] = (0, 1, 2)
+    #: The methods ``ictrepro reproduce`` trains when ``--methods`` is not given.
+    methods: tuple[str, ...] = DEFAULT_METHODS
 
 
 def _tiny() -> Preset:
@@ -149,7 +156,7 @@ def _tiny_fork(name: str, preamble: bool) -> Preset:
     warmup = {"ict": {"warmup_steps": 3}, "random": {"warmup_steps": 3}}
     eval_spec = dataclasses.replace(FORK_EVAL, benchmarks=suites)
     train = TrainPreset(rl=rl, method_args=warmup)
-    return Preset(name, prepare, train, eval_spec, seeds=(0, 1, 2, 3, 4))
+    return Preset(name, prepare, train, eval_spec, (0, 1, 2, 3, 4), CONTROLLED_METHODS)
 
 
 def _paper(name: str, model: str) -> Preset:

@@ -33,8 +33,6 @@ from ictrepro.errors import ConfigError, IctreproError
 from ictrepro.presets import get_preset, prepare_preset, train_preset
 from ictrepro.rundir import BASE, ModelId, RunDir
 
-#: The methods of the paper's comparison and the paper's random-10% control.
-DEFAULT_METHODS = ("grpo", "entropy", "stapo", "ict", "random")
 #: Worker processes of the command line's reproduction: one per core of a 2-core laptop.
 #: The results depend on it (thread counts change float sums), so it is recorded.
 DEFAULT_JOBS = 2
@@ -118,16 +116,20 @@ def make_plan(
     preset: str,
     run_dir: Path,
     *,
-    methods: Sequence[str] = DEFAULT_METHODS,
+    methods: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
     prepare_options: dict[str, Any] | None = None,
 ) -> Plan:
     """The plan of a reproduction; unknown presets and methods list the valid ones.
 
+    ``methods``: None is the preset's (the fork world adds the positive control).
     ``seeds``: None is the preset's (the paper presets: the paper's five).
     ``prepare_options``: ``prepare_preset`` options (``model``, ``data_dir``, ...).
     """
     spec = get_preset(preset)  # raises on an unknown preset
+    methods = spec.methods if methods is None else methods
+    if not methods:
+        raise ConfigError("no methods given")
     for method in methods:
         train_preset(preset, method=method)  # raises on an unknown method
     seeds = spec.seeds if seeds is None else seeds

@@ -1,0 +1,81 @@
+"""The two time targets of the tiny world, measured side by side in one run.
+
+    python bench/time_targets.py WORK_DIR [--preset tiny-fork] [--jobs 2]
+
+1. ``ictrepro reproduce --preset P --out WORK_DIR/repro`` from an empty directory
+   (target: 600 s on 2 cores);
+2. ``ictrepro compare`` of a new rule (the 10% least probable tokens of each response,
+   written to WORK_DIR/lowprob.py) against the stored baselines, on the world step 1
+   prepared (``--world WORK_DIR/repro``; target: 180 s).
+
+Each runs as a fresh process; their wall times and the stage times recorded in
+``reproduce.json`` are printed beside the targets. ``compare`` needs pinned results of the
+preset in ``results/`` (``--results``); without them only step 1 is measured. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RULE = '''
+from ictrepro.algos.selection import SelectionInputs, register_selection, top_fraction_mask
+
+
+@register_selection("lowprob", needs=("logprob",))
+def lowprob(inputs: SelectionInputs, *, rho: float = 0.1):
+    """The rho least probable tokens of each response."""
+    return top_fraction_mask(-inputs.logprob, inputs.response_mask, rho, "sequence")
+'''
+
+TARGETS = {"reproduce": 600.0, "compare": 180.0}
+
+
+def timed(command: list[str]) -> float:
+    print("$", " ".join(command), flush=True)
+    start = time.perf_counter()
+    subprocess.run(command, check=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("work", type=Path)
+    parser.add_argument("--preset", default="tiny-fork")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--results", type=Path, default=Path("results"))
+    args = parser.parse_args()
+    repro = args.work / "repro"
+    if repro.exists():
+        sys.exit(f"{repro} exists; give an empty WORK_DIR")
+    cli = [sys.executable, "-m", "ictrepro.cli"]
+    seconds = {}
+    seconds["reproduce"] = timed(
+        [*cli, "reproduce", "--preset", args.preset, "--out", str(repro), "--jobs",
+         str(args.jobs), "--quiet"]
+    )  # fmt: skip
+    stages = json.loads((repro / "reproduce.json").read_text()).get("times_s", {})
+    if (args.results / args.preset / "scores.jsonl").is_file():
+        rule = args.work / "lowprob.py"
+        rule.write_text(RULE)
+        seconds["compare"] = timed(
+            [*cli, "compare", "--method", "lowprob", "--method-module", str(rule),
+             "--preset", args.preset, "--out", str(args.work / "compare"), "--world", str(repro),
+             "--quiet"]
+        )  # fmt: skip
+    print()
+    print("| command | wall s | target s | within |")
+    print("|---|---|---|---|")
+    for name, s in seconds.items():
+        print(
+            f"| {name} | {s:.0f} | {TARGETS[name]:.0f} | {'yes' if s <= TARGETS[name] else 'no'} |"
+        )
+    print(f"reproduce stages (reproduce.json): {stages}")
+
+
+if __name__ == "__main__":
+    main()
