@@ -16,7 +16,7 @@ from ictrepro.config import ModelSpec
 from ictrepro.data.records import Problem
 from ictrepro.errors import ConfigError, DataError
 from ictrepro.presets import prepare_preset
-from ictrepro.runs import RunDirConflict
+from ictrepro.rundir import RunDirConflict
 from ictrepro.stages.prepare import prepare
 from ictrepro.stages.prepare_pretrained import (
     deviations,

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from ictrepro.errors import ConfigError, DataError
+from ictrepro.evaluate.passk import mean_pass_at
 from ictrepro.io import sha256_file, sha256_json
 from ictrepro.rundir import (
     BASE,
@@ -17,10 +18,9 @@ from ictrepro.rundir import (
     RunDir,
     SamplesFile,
     ScoreRecord,
-    mean_pass_at,
+    is_current,
     read_score,
 )
-from ictrepro.runs import is_current
 
 
 @pytest.mark.parametrize(
@@ -141,3 +141,16 @@ def test_a_bad_samples_line_is_named(tmp_path):
     path.write_text("{oops\n")
     with pytest.raises(DataError, match=r"s.samples.jsonl:1: not valid JSON"):
         SamplesFile.read(path)
+
+
+def test_train_dir_layout(tmp_path):
+    """A training run's paths, and the outputs its record hashes, are RunDir's."""
+    run = RunDir(tmp_path)
+    model = ModelId("ict", 1)
+    folder = run.train_run(model)
+    assert folder.root == tmp_path / "train" / "ict-seed1"
+    assert folder.record == folder.root / "train.json"
+    assert run.metrics(model) == folder.metrics == folder.root / "metrics.jsonl"
+    assert run.model_dir(model) == folder.final_model == folder.root / "final_model"
+    assert folder.outputs == ("final_model", "metrics.jsonl")
+    assert run.relative(run.data, run.calibration) == ("data", "calibration.json")

@@ -126,7 +126,7 @@ def pin_run(
 
     from ictrepro import __version__
     from ictrepro.determinism import numerics_provenance
-    from ictrepro.runs import load_record
+    from ictrepro.rundir import load_record
     from ictrepro.stages.reproduce import recorded_jobs
 
     run_dir = Path(run_dir)
@@ -357,7 +357,7 @@ def world_identity(run_dir: Path) -> dict[str, str | None]:
     version); ``base_model_sha256`` hashes every file of the base model as evaluations
     hash a model (it equals the base model's ``identity.model_sha256``). ``None`` where
     the run has no finished prepare."""
-    from ictrepro.runs import load_record
+    from ictrepro.rundir import load_record
 
     record = load_record(run_dir, "prepare") or {}
     outputs = record.get("outputs") or {}

@@ -210,7 +210,7 @@ def _stage_divergence(
 ) -> dict[str, str]:
     """Per stage, whether the re-run's outputs equal the pinned run's by hash: the base
     model (prepare) and each re-run training run's final model."""
-    from ictrepro.runs import load_record
+    from ictrepro.rundir import load_record
 
     stages = {}
     world = pinned_world(preset, results_dir)

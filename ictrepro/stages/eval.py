@@ -9,7 +9,7 @@ run, on each benchmark, and writes (the formats: :mod:`ictrepro.rundir`)::
 ``<model>`` is ``base`` or ``<method>-seed<seed>``. A score record holds the model's weights
 hash, the problems' hash and the settings (its identity) and the samples file's hash; a
 re-run skips every (model, benchmark) whose record is current
-(:func:`ictrepro.runs.is_current`), so an interrupted evaluation resumes where it stopped.
+(:func:`ictrepro.rundir.is_current`), so an interrupted evaluation resumes where it stopped.
 
 Benchmarks are the tiny suites of the run (``RUN/data/test/<suite>.jsonl``) or the paper's
 benchmarks by name (``ictrepro.data.benchmarks``: the hub, or ``--data-dir``).
@@ -45,9 +45,10 @@ from ictrepro.rundir import (
     RunDir,
     SamplesFile,
     ScoreRecord,
+    is_current,
+    load_record,
     read_score,
 )
-from ictrepro.runs import is_current, load_record
 from ictrepro.verify import GradeRequest, Verdict
 
 HARNESSES = ("ours", "lm-eval")

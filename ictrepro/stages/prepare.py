@@ -41,14 +41,11 @@ from ictrepro.models.build import build_model, count_parameters
 from ictrepro.models.tokenizer import train_tokenizer
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.hf import hf_generate
-from ictrepro.rundir import RunDir
-from ictrepro.runs import StageRecord, load_record, stage_state, write_record
+from ictrepro.rundir import RunDir, StageRecord, data_file, load_record, stage_state, write_record
 from ictrepro.train.sft import run_sft
 from ictrepro.verify import Verifier
 
 STAGE = "prepare"
-#: Relative to the run directory (the layout: ``ictrepro.rundir``).
-OUTPUTS = ("data", "base_model", "sft_log.jsonl", "calibration.json")
 
 
 @dataclass(frozen=True)
@@ -231,7 +228,7 @@ def prepare(
     # One directory swap for all data files, so no stale file of an earlier config survives.
     with atomic_directory(RunDir(run_dir).data) as tmp:
         for name, problems in data.items():
-            atomic_write_jsonl(tmp / f"{name}.jsonl", (p.to_json() for p in problems))
+            atomic_write_jsonl(data_file(tmp, name), (p.to_json() for p in problems))
     timings["data_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -252,7 +249,7 @@ def prepare(
     with atomic_directory(RunDir(run_dir).base_model) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-    atomic_write_jsonl(run_dir / "sft_log.jsonl", sft_log)
+    atomic_write_jsonl(RunDir(run_dir).sft_log, sft_log)
 
     t = time.perf_counter()
     tests = {name.removeprefix("test/"): v for name, v in data.items() if name.startswith("test/")}
@@ -271,7 +268,7 @@ def prepare(
             for s, v in scores.items()
         },
     }
-    atomic_write_json(run_dir / "calibration.json", calibration)
+    atomic_write_json(RunDir(run_dir).calibration, calibration)
     timings["total_s"] = time.perf_counter() - start
 
     info = {
@@ -281,7 +278,10 @@ def prepare(
         "final_sft_loss": sft_log[-1]["loss"],
         "torch_threads": torch.get_num_threads(),
     }
-    outputs = hash_outputs(run_dir, OUTPUTS)
+    rundir = RunDir(run_dir)
+    outputs = hash_outputs(
+        run_dir, rundir.relative(rundir.data, rundir.base_model, rundir.sft_log, rundir.calibration)
+    )
     record = StageRecord(STAGE, "done", config.to_json(), config_sha, outputs, info)
     write_record(run_dir, record)
     console.print(calibration_table(scores, f"Base model ({config.preset}, seed {config.seed})"))

@@ -38,12 +38,9 @@ from ictrepro.io import (
     sha256_file,
 )
 from ictrepro.rollout.params import SamplingParams
-from ictrepro.rundir import RunDir
+from ictrepro.rundir import EVAL_SETTINGS, RunDir, data_file
 
 STAGE = "prepare"
-OUTPUTS = ("data", "base_model")
-#: Relative to ``RUN/data/``: the evaluation settings ``ictrepro eval`` reads.
-EVAL_SETTINGS = "eval.json"
 
 
 @dataclass(frozen=True)
@@ -197,7 +194,7 @@ def prepare_pretrained(
     from ictrepro.data.prompts import render_prompt
     from ictrepro.models.build import count_parameters
     from ictrepro.models.load import load_pretrained, resolve_source
-    from ictrepro.runs import StageRecord, load_record, stage_state, write_record
+    from ictrepro.rundir import StageRecord, load_record, stage_state, write_record
 
     console = console or Console(quiet=not show_progress)
     run_dir = Path(run_dir)
@@ -221,9 +218,9 @@ def prepare_pretrained(
     write_record(run_dir, StageRecord(STAGE, "running", config.to_json(), config_sha, {}, {}))
     rundir = RunDir(run_dir)
     with atomic_directory(rundir.data) as tmp:
-        atomic_write_jsonl(tmp / "rl_train.jsonl", (p.to_json() for p in rl_train))
+        atomic_write_jsonl(data_file(tmp, "rl_train"), (p.to_json() for p in rl_train))
         for name, problems in tests.items():
-            atomic_write_jsonl(tmp / "test" / f"{name}.jsonl", (p.to_json() for p in problems))
+            atomic_write_jsonl(data_file(tmp, f"test/{name}"), (p.to_json() for p in problems))
         # A list: the benchmarks' order is the preset's (JSON objects are written sorted).
         settings = [{"name": name, **benchmark_settings(config, name)} for name in tests]
         atomic_write_json(tmp / EVAL_SETTINGS, settings)
@@ -260,7 +257,12 @@ def prepare_pretrained(
         "timings": {**timings, "total_s": time.perf_counter() - start},
     }
     record = StageRecord(
-        STAGE, "done", config.to_json(), config_sha, hash_outputs(run_dir, OUTPUTS), info
+        STAGE,
+        "done",
+        config.to_json(),
+        config_sha,
+        hash_outputs(run_dir, rundir.relative(rundir.data, rundir.base_model)),
+        info,
     )
     write_record(run_dir, record)
     console.print(
@@ -279,7 +281,7 @@ def prepared_benchmarks(run_dir: Path) -> dict[str, PreparedBenchmark] | None:
     """The benchmarks a pretrained-model run directory was prepared with (None: it was not;
     e.g. a tiny run, whose suites ``ictrepro eval`` knows itself)."""
     rundir = RunDir(run_dir)
-    path = rundir.data / EVAL_SETTINGS
+    path = rundir.eval_settings
     if not path.is_file():
         return None
     import json

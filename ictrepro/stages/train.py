@@ -27,12 +27,19 @@ from ictrepro.config import TrainConfig
 from ictrepro.data.records import Problem
 from ictrepro.errors import RunDirError
 from ictrepro.io import hash_outputs, read_jsonl, sha256_json
-from ictrepro.rundir import ModelId, RunDir
-from ictrepro.runs import RunDirConflict, StageRecord, is_current, load_record, write_record
+from ictrepro.rundir import (
+    ModelId,
+    RunDir,
+    RunDirConflict,
+    StageRecord,
+    TrainDir,
+    is_current,
+    load_record,
+    write_record,
+)
 from ictrepro.train.checkpoint import list_checkpoints
 
 STAGE = "train"
-OUTPUTS = ("final_model", "metrics.jsonl")
 
 
 @dataclass(frozen=True)
@@ -170,7 +177,7 @@ def train(
         cpu=cpu,
         step_scheduler_with_optimizer=False,
         log_with=None if report_to == "none" else report_to,
-        project_dir=out_dir / "tracking",
+        project_dir=TrainDir(out_dir).tracking,
     )
     state = _decide(out_dir, identity, sha, resume=resume, force=force)
     ignored = infra_changes(out_dir, config) if state != "fresh" else []
@@ -184,7 +191,7 @@ def train(
         console.print(f"[green]train: {out_dir} is finished[/] (config {sha[:12]})")
         from ictrepro.train.metrics import MetricsLog
 
-        return TrainResult(out_dir, True, MetricsLog(out_dir / "metrics.jsonl").read())
+        return TrainResult(out_dir, True, MetricsLog(TrainDir(out_dir).metrics).read())
     if acc.is_main_process:
         if state == "fresh" and out_dir.exists():
             shutil.rmtree(out_dir)
@@ -216,7 +223,7 @@ def train(
             start = trainer.load_checkpoint(checkpoints[-1])
             console.print(f"train: resuming {out_dir.name} after step {start}")
         trainer.train(start)
-        trainer.save_final_model(out_dir / "final_model")
+        trainer.save_final_model(TrainDir(out_dir).final_model)
     finally:
         if own_verifier:
             verifier.close()
@@ -228,7 +235,7 @@ def train(
             "num_processes": acc.num_processes,
             "train_time_s": sum(m["time_step_s"] for m in metrics),
         }
-        outputs = hash_outputs(out_dir, OUTPUTS)
+        outputs = hash_outputs(out_dir, TrainDir(out_dir).outputs)
         write_record(out_dir, StageRecord(STAGE, "done", config.to_json(), sha, outputs, info))
         last = metrics[-1] if metrics else {}
         console.print(
