@@ -528,7 +528,7 @@ def read_score(path: Path) -> ScoreRecord:
 
 # ----------------------------------------------------------------------- stage records
 
-State = Literal["fresh", "current", "redo"]
+Decision = Literal["fresh", "current", "redo", "resume"]
 
 
 class RunDirConflict(RunDirError):
@@ -537,12 +537,19 @@ class RunDirConflict(RunDirError):
 
 @dataclass(frozen=True)
 class StageRecord:
+    """A stage's record: its ``config``, its ``identity`` (what makes its outputs what they
+    are; ``config_sha256`` is its hash), its outputs' hashes and free ``info``."""
+
     stage: str
     status: str
     config: dict[str, Any]
-    config_sha256: str
+    identity: Any
     outputs: dict[str, str]
     info: dict[str, Any]
+
+    @property
+    def config_sha256(self) -> str:
+        return sha256_json(self.identity)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -552,6 +559,7 @@ class StageRecord:
             "status": self.status,
             "config_sha256": self.config_sha256,
             "config": self.config,
+            "identity": self.identity,
             "outputs": self.outputs,
             "info": self.info,
             "written_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -584,28 +592,82 @@ def write_record(folder: Path, record: StageRecord) -> None:
     atomic_write_json(record_file(folder, record.stage), record.to_json())
 
 
-def stage_state(run_dir: Path, stage: str, config_sha256: str, *, force: bool = False) -> State:
-    """What a stage must do in ``run_dir`` (see the module docstring); raises on conflict."""
-    if not run_dir.exists() or not any(run_dir.iterdir()):
+def decide(
+    record: Path,
+    identity: Any,
+    *,
+    resume: bool | None = None,
+    force: bool = False,
+    shared: bool = False,
+) -> Decision:
+    """What a stage does, from its record file ``record`` (the stage's outputs lie beside
+    it) and the ``identity`` it would run with (what ``config_sha256`` hashes):
+
+    - ``"fresh"``: nothing of the stage is there (its folder is absent or empty): run;
+    - ``"current"``: done, of this identity, every output as recorded: nothing to do;
+    - ``"redo"``: forced, or of this identity but unfinished or with outputs changed while
+      the stage cannot resume (``resume=None``): run again over its own outputs;
+    - ``"resume"``: of this identity and unfinished, with ``resume=True``: continue.
+
+    Refused (:class:`RunDirConflict`, naming the fix): a folder with files but no record,
+    a record of another identity, an unfinished run with ``resume=False``. ``shared=True``
+    (a score record, one of many in its folder) refuses nothing: a record that is missing,
+    unreadable or not current is re-made.
+    """
+    record = Path(record)
+    folder, stage, sha = record.parent, record.stem, sha256_json(identity)
+    if shared:
+        try:
+            loaded = json.loads(record.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return "redo" if force else "fresh"
+        except json.JSONDecodeError:  # an interrupted write of an older version
+            return "redo"
+        return "current" if not force and is_current(loaded, sha, folder) else "redo"
+    if not folder.exists() or not any(folder.iterdir()):
         return "fresh"
     if force:
         return "redo"
-    record = load_record(run_dir, stage)
-    if record is None:
+    loaded = load_record(folder, stage)
+    if loaded is None:
         raise RunDirConflict(
-            f"{run_dir} is not empty and has no {stage}.json record, so it was not made by "
+            f"{folder} is not empty and has no {stage}.json record, so it was not made by "
             f"`ictrepro {stage}`; choose an empty or new directory, or pass --force to write "
             "into it anyway"
         )
-    if record["config_sha256"] != config_sha256:
+    if loaded["config_sha256"] != sha:
+        recorded = loaded.get("identity")
+        diff = (
+            config_diff(recorded, identity)
+            if isinstance(recorded, dict) and isinstance(identity, dict)
+            else []
+        ) or [f"config hash: {loaded['config_sha256'][:12]} (recorded) != {sha[:12]} (now)"]
         raise RunDirConflict(
-            f"{record_file(run_dir, stage)} was made by a different config "
-            f"(preset {record.get('config', {}).get('preset')!r}, seed "
-            f"{record.get('config', {}).get('seed')!r}, config hash "
-            f"{record['config_sha256'][:12]}); use another --out directory, or --force to "
-            "replace it"
+            f"{record} was made by a different config; use another directory, or --force to "
+            "start over. Differing fields:\n  " + "\n  ".join(diff)
         )
-    return "current" if is_current(record, config_sha256, run_dir) else "redo"
+    if is_current(loaded, sha, folder):
+        return "current"
+    if resume is None:
+        return "redo"
+    if not resume:
+        raise RunDirConflict(
+            f"{folder} holds an unfinished run of this config; pass --resume to continue it "
+            "from its last checkpoint, or --force to start over"
+        )
+    return "resume"
+
+
+def config_diff(recorded: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
+    """``["rl.lr: 0.0002 (recorded) != 0.0001 (now)", ...]`` for every differing leaf."""
+    lines = []
+    for key in sorted(set(recorded) | set(current)):
+        a, b = recorded.get(key, "<absent>"), current.get(key, "<absent>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            lines += config_diff(a, b, f"{prefix}{key}.")
+        elif a != b:
+            lines.append(f"{prefix}{key}: {a!r} (recorded) != {b!r} (now)")
+    return lines
 
 
 def is_current(record: Mapping[str, Any] | None, config_sha256: str, root: Path) -> bool:

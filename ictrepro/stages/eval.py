@@ -9,7 +9,7 @@ run, on each benchmark, and writes (the formats: :mod:`ictrepro.rundir`)::
 ``<model>`` is ``base`` or ``<method>-seed<seed>``. A score record holds the model's weights
 hash, the problems' hash and the settings (its identity) and the samples file's hash; a
 re-run skips every (model, benchmark) whose record is current
-(:func:`ictrepro.rundir.is_current`), so an interrupted evaluation resumes where it stopped.
+(:func:`ictrepro.rundir.decide`), so an interrupted evaluation resumes where it stopped.
 
 Benchmarks are the tiny suites of the run (``RUN/data/test/<suite>.jsonl``) or the paper's
 benchmarks by name (``ictrepro.data.benchmarks``: the hub, or ``--data-dir``).
@@ -18,7 +18,6 @@ benchmarks by name (``ictrepro.data.benchmarks``: the hub, or ``--data-dir``).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ from ictrepro.rundir import (
     RunDir,
     SamplesFile,
     ScoreRecord,
-    is_current,
+    decide,
     load_record,
     read_score,
 )
@@ -139,16 +138,6 @@ def run_models(run_dir: Path) -> dict[ModelId, Path]:
     return models
 
 
-def _is_current(path: Path, identity: dict[str, Any]) -> bool:
-    """Whether the score record at ``path`` is done and current for ``identity``; a record
-    that cannot be read (an interrupted write of an older version) is re-made."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return False
-    return is_current(record, sha256_json(identity), path.parent)
-
-
 def evaluate_run(
     run_dir: Path,
     *,
@@ -213,7 +202,7 @@ def evaluate_run(
                     "backend": backend if harness == "ours" else "lm-eval",
                 }
                 path = rundir.score_path(model, task.name)
-                if not force and _is_current(path, identity):
+                if decide(path, identity, force=force, shared=True) == "current":
                     results[model][task.name] = read_score(path)
                 else:
                     todo.append((task, identity))

@@ -41,7 +41,7 @@ from ictrepro.models.build import build_model, count_parameters
 from ictrepro.models.tokenizer import train_tokenizer
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.hf import hf_generate
-from ictrepro.rundir import RunDir, StageRecord, data_file, load_record, stage_state, write_record
+from ictrepro.rundir import RunDir, StageRecord, data_file, decide, load_record, write_record
 from ictrepro.train.sft import run_sft
 from ictrepro.verify import Verifier
 
@@ -213,7 +213,7 @@ def prepare(
     console = console or Console(quiet=not show_progress)
     run_dir = Path(run_dir)
     config_sha = config.sha256()
-    state = stage_state(run_dir, STAGE, config_sha, force=force)
+    state = decide(RunDir(run_dir).record(STAGE), config.to_json(), force=force)
     if state == "current":
         console.print(f"[green]prepare: {run_dir} is up to date[/] (config {config_sha[:12]})")
         return PrepareResult(run_dir, True, load_record(run_dir, STAGE) or {})
@@ -221,7 +221,7 @@ def prepare(
     timings: dict[str, float] = {}
     start = time.perf_counter()
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_record(run_dir, StageRecord(STAGE, "running", config.to_json(), config_sha, {}, {}))
+    write_record(run_dir, StageRecord(STAGE, "running", config.to_json(), config.to_json(), {}, {}))
 
     t = time.perf_counter()
     data = build_data(config)
@@ -282,7 +282,7 @@ def prepare(
     outputs = hash_outputs(
         run_dir, rundir.relative(rundir.data, rundir.base_model, rundir.sft_log, rundir.calibration)
     )
-    record = StageRecord(STAGE, "done", config.to_json(), config_sha, outputs, info)
+    record = StageRecord(STAGE, "done", config.to_json(), config.to_json(), outputs, info)
     write_record(run_dir, record)
     console.print(calibration_table(scores, f"Base model ({config.preset}, seed {config.seed})"))
     console.print(f"prepare: done in {timings['total_s']:.0f} s -> {run_dir}")

@@ -38,7 +38,15 @@ from ictrepro.io import (
     sha256_file,
 )
 from ictrepro.rollout.params import SamplingParams
-from ictrepro.rundir import EVAL_SETTINGS, RunDir, data_file
+from ictrepro.rundir import (
+    EVAL_SETTINGS,
+    RunDir,
+    StageRecord,
+    data_file,
+    decide,
+    load_record,
+    write_record,
+)
 
 STAGE = "prepare"
 
@@ -194,14 +202,13 @@ def prepare_pretrained(
     from ictrepro.data.prompts import render_prompt
     from ictrepro.models.build import count_parameters
     from ictrepro.models.load import load_pretrained, resolve_source
-    from ictrepro.rundir import StageRecord, load_record, stage_state, write_record
 
     console = console or Console(quiet=not show_progress)
     run_dir = Path(run_dir)
     check_config(config)
     source = resolve_source(config.model)  # a bad --model fails before anything is written
     config_sha = config.sha256()
-    state = stage_state(run_dir, STAGE, config_sha, force=force)
+    state = decide(RunDir(run_dir).record(STAGE), config.to_json(), force=force)
     if state == "current":
         console.print(f"[green]prepare: {run_dir} is up to date[/] (config {config_sha[:12]})")
         return True, load_record(run_dir, STAGE) or {}
@@ -215,7 +222,7 @@ def prepare_pretrained(
     timings["data_s"] = time.perf_counter() - start
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_record(run_dir, StageRecord(STAGE, "running", config.to_json(), config_sha, {}, {}))
+    write_record(run_dir, StageRecord(STAGE, "running", config.to_json(), config.to_json(), {}, {}))
     rundir = RunDir(run_dir)
     with atomic_directory(rundir.data) as tmp:
         atomic_write_jsonl(data_file(tmp, "rl_train"), (p.to_json() for p in rl_train))
@@ -260,7 +267,7 @@ def prepare_pretrained(
         STAGE,
         "done",
         config.to_json(),
-        config_sha,
+        config.to_json(),
         hash_outputs(run_dir, rundir.relative(rundir.data, rundir.base_model)),
         info,
     )
