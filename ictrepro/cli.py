@@ -18,9 +18,17 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from ictrepro.config import load_overrides, parse_assignments
 from ictrepro.determinism import pin_environment
 from ictrepro.errors import ConfigError, IctreproError
-from ictrepro.stages.reproduce import DEFAULT_JOBS
+from ictrepro.presets import prepare_preset, train_preset
+from ictrepro.results.pinned import RESULTS_DIR, check_results, pin_run
+from ictrepro.stages.check import rerun_check
+from ictrepro.stages.reproduce import DEFAULT_JOBS, make_plan
+from ictrepro.stages.reproduce import reproduce as run_reproduce
+
+# LAZY: the commands import the stages that load torch, transformers or matplotlib (seconds)
+# inside their bodies, so that `ictrepro --help` and a bad option answer at once.
 
 # Before torch runs anything: the numbers then agree across x86-64 machines (see
 # ictrepro/determinism.py); spawned workers inherit the environment.
@@ -94,9 +102,7 @@ def prepare(
     """Build a preset's data and base model into a run directory: the tiny world's own
     (tokenizer, warm-started model, synthetic suites), or a pretrained model with the real
     training sets and benchmarks (paper-0.5b/1.5b/7b, smollm2-135m)."""
-    # Imported here so `ictrepro --help` and `ictrepro methods` stay fast (no transformers).
-    from ictrepro.presets import prepare_preset
-    from ictrepro.stages.prepare import prepare as run_prepare
+    from ictrepro.stages.prepare import prepare as run_prepare  # torch: see LAZY
 
     config = prepare_preset(
         preset,
@@ -145,9 +151,8 @@ def train(
     Writes RUN/train/<method>-seed<seed>/: train.json, metrics.jsonl, checkpoints/,
     final_model/. Runs under `accelerate launch` unchanged.
     """
+    # torch: see LAZY
     from ictrepro.algos.selection import load_method_module
-    from ictrepro.config import load_overrides, parse_assignments
-    from ictrepro.presets import train_preset
     from ictrepro.stages.train import train as run_train
 
     if method_module is not None:
@@ -181,7 +186,7 @@ def report(
     Writes report.md, summary.json and plots/*.png; every number is recomputed from the
     per-problem samples of `ictrepro eval`.
     """
-    from ictrepro.report import build_report
+    from ictrepro.report import build_report  # torch, matplotlib: see LAZY
 
     build_report(
         run,
@@ -214,8 +219,6 @@ def check(
     A modified, truncated, missing or unlisted file fails, named. `--pin RUN` re-pins a
     run's results (after an intended change) and rewrites the manifest.
     """
-    from ictrepro.results.pinned import RESULTS_DIR, check_results, pin_run
-
     root = results or RESULTS_DIR
     if pin is not None:
         out = pin_run(pin, preset, results_dir=root, jobs=jobs)
@@ -227,8 +230,6 @@ def check(
         raise typer.Exit(code=1)
     console.print(f"[green]check: {root} is intact[/] (manifest and schemas)")
     if rerun:
-        from ictrepro.results.rerun import rerun_check
-
         target = work_dir or Path("runs") / f"check-{preset}"
         outcome = rerun_check(preset, target, results_dir=root, show_progress=True)
         for line in outcome.lines():
@@ -275,6 +276,7 @@ def compare(
     Only the new method is trained; the baselines' results come from results/<preset>/.
     The report (RUN/report/) shows the new method's gains over each of them.
     """
+    # torch: see LAZY
     from ictrepro.algos.selection import load_method_module
     from ictrepro.stages.compare import compare as run_compare
 
@@ -321,8 +323,6 @@ def reproduce(
     prepare -> train (every method x seed) -> eval (base + trained) -> report. Finished
     stages and runs are skipped when their inputs are unchanged.
     """
-    from ictrepro.stages.reproduce import make_plan
-    from ictrepro.stages.reproduce import reproduce as run_reproduce
 
     seed_list = None if seeds is None else _int_list(seeds, "--seeds", "0,1,2")
     options = {
@@ -388,7 +388,7 @@ def eval_(
     Writes RUN/eval/<model>/<benchmark>.samples.jsonl (per problem: responses, verdicts)
     and <benchmark>.score.json; up-to-date scores are skipped.
     """
-    from ictrepro.stages.eval import evaluate_run
+    from ictrepro.stages.eval import evaluate_run  # transformers: see LAZY
 
     evaluate_run(
         run,
@@ -425,7 +425,7 @@ def sample(
 
     The output is what `ictrepro score --responses` reads.
     """
-    from ictrepro.stages.sample import sample as run_sample
+    from ictrepro.stages.sample import sample as run_sample  # transformers: see LAZY
 
     done = run_sample(
         model, benchmark, out, run_dir=run, data_dir=data_dir, n=n, backend=backend, seed=seed
@@ -452,7 +452,7 @@ def score(
     workers: int = typer.Option(2, help="Verifier worker processes (0 = in-process)."),
 ) -> None:
     """Grade responses produced anywhere else with the project's verifier; print pass@k."""
-    from ictrepro.stages.score import score as run_score
+    from ictrepro.stages.score import score as run_score  # transformers: see LAZY
 
     ks = _int_list(k, "--k", "1,4")
     if min(ks) < 1:
@@ -480,7 +480,7 @@ def methods(
     ),
 ) -> None:
     """List the registered token-selection rules with their default hyperparameters."""
-    from ictrepro.algos.selection import available_selections
+    from ictrepro.algos.selection import available_selections  # torch: see LAZY
 
     rules = available_selections()
     if as_json:

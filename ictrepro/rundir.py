@@ -300,6 +300,22 @@ def data_file(data: Path, name: str) -> Path:
     return Path(data) / f"{name}.jsonl"
 
 
+def recorded_jobs(run_dir: Path) -> int | None:
+    """The ``jobs`` of the reproduction recorded in ``run_dir`` (None if there is none)."""
+    path = RunDir(run_dir).reproduce_record
+    if not path.is_file():
+        return None
+    return int(json.loads(path.read_text(encoding="utf-8"))["jobs"])
+
+
+def recorded_times(run_dir: Path) -> dict[str, float]:
+    """Wall time of each stage of the run's reproduction (``reproduce.json``; empty if none)."""
+    path = RunDir(run_dir).reproduce_record
+    if not path.is_file():
+        return {}
+    return dict(json.loads(path.read_text(encoding="utf-8")).get("times_s", {}))
+
+
 def _parse_or_none(name: str) -> ModelId | None:
     try:
         return ModelId.parse(name)

@@ -75,24 +75,24 @@ def test_a_bad_option_value_is_a_config_error(tmp_path):
 
 
 def test_brackets_in_a_message_are_printed_not_read_as_markup(monkeypatch):
-    import ictrepro.stages.reproduce as reproduce
+    import ictrepro.cli as cli
 
     def refuse(*args, **kwargs):
         raise ConfigError("scores [b, t] must match ['grpo-seed9']")
 
-    monkeypatch.setattr(reproduce, "make_plan", refuse)
+    monkeypatch.setattr(cli, "make_plan", refuse)
     result = runner.invoke(app, ["reproduce", "--dry-run"])
     assert result.exit_code == 2
     assert result.output.strip() == "error: scores [b, t] must match ['grpo-seed9']"
 
 
 def test_a_bug_propagates_with_its_traceback(monkeypatch):
-    import ictrepro.stages.reproduce as reproduce
+    import ictrepro.cli as cli
 
     def bug(*args, **kwargs):
         return 1 / 0
 
-    monkeypatch.setattr(reproduce, "make_plan", bug)
+    monkeypatch.setattr(cli, "make_plan", bug)
     result = runner.invoke(app, ["reproduce", "--dry-run"])
     assert result.exit_code == 1 and isinstance(result.exception, ZeroDivisionError)
     with pytest.raises(ZeroDivisionError):

@@ -26,6 +26,7 @@ from typing import Any
 
 from ictrepro.data.records import Problem
 from ictrepro.errors import ConfigError
+from ictrepro.io import read_jsonl
 
 #: The filter every ictrepro task declares; it keeps all ``repeats`` samples of a problem.
 FILTER = "all_samples"
@@ -183,8 +184,6 @@ def _task_result(task: str, row: dict[str, Any], samples: list[dict], config: di
 def read_logged_samples(path: str | Path) -> tuple[ProblemSamples, ...]:
     """The problems and responses of one task from the ``samples_<task>_<date>.jsonl`` file
     that ``lm_eval ... --log_samples --output_path OUT`` writes, in problem order."""
-    from ictrepro.io import read_jsonl
-
     rows = [r for r in read_jsonl(Path(path)) if r.get("filter") == FILTER]
     if not rows:
         raise ValueError(f"{path}: no samples of filter {FILTER!r} (not an ictrepro task?)")
@@ -235,6 +234,7 @@ def run_lm_eval(
         tasks_dir: a folder of task YAMLs to use instead of the package's (:data:`TASKS_DIR`).
         bootstrap_iters: passed to lm-eval (the pass@k aggregation has no stderr either way).
     """
+    # here: lm-eval is an optional extra, and slow to import
     import lm_eval
     from lm_eval.tasks import TaskManager
 

@@ -42,6 +42,7 @@ from ictrepro.models.tokenizer import train_tokenizer
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.hf import hf_generate
 from ictrepro.rundir import RunDir, StageRecord, data_file, decide, load_record, write_record
+from ictrepro.stages.prepare_pretrained import prepare_pretrained
 from ictrepro.train.sft import run_sft
 from ictrepro.verify import Verifier
 
@@ -204,8 +205,6 @@ def prepare(
 ) -> PrepareResult:
     """Build (or confirm up to date) the run directory of ``config``; see module docstring."""
     if isinstance(config, PretrainedPrepareConfig):
-        from ictrepro.stages.prepare_pretrained import prepare_pretrained
-
         skipped, record = prepare_pretrained(
             config, run_dir, force=force, show_progress=show_progress, console=console
         )
