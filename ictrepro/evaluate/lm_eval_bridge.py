@@ -1,4 +1,4 @@
-"""Run the ``ictrepro_*`` lm-eval tasks (``ictrepro/tasks/``, package data) from Python.
+"""Run the ``ictrepro_*`` lm-eval tasks (``tasks/``, the package ``ictrepro.tasks``) from Python.
 
 :func:`run_lm_eval` calls ``lm_eval.simple_evaluate`` with the chat template applied and
 every sample logged, and returns, per task, lm-eval's pass@k and, per problem, the
@@ -21,6 +21,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +127,18 @@ class TaskResult:
 # ------------------------------------------------------------------------------- running
 
 
-#: The task YAMLs and their ``utils.py``, shipped inside the package (package data), so
-#: every install has them: ``lm_eval --include_path`` takes this folder.
-TASKS_DIR = Path(__file__).resolve().parents[1] / "tasks"
+def _find_tasks() -> Path:
+    """The checkout's top-level ``tasks/`` when ictrepro runs from a checkout (its sources,
+    even if another copy is installed), else the installed package ``ictrepro.tasks``."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "tasks" / "utils.py").is_file():
+        return checkout / "tasks"
+    return Path(str(resources.files("ictrepro.tasks")))
+
+
+#: The task YAMLs and their ``utils.py`` (shipped as the package ``ictrepro.tasks``, so
+#: every install has them): ``lm_eval --include_path`` takes this folder.
+TASKS_DIR = _find_tasks()
 
 
 def _tasks_dir(tasks_dir: str | Path | None) -> Path:
