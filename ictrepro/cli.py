@@ -30,18 +30,19 @@ from ictrepro.stages.reproduce import reproduce as run_reproduce
 # LAZY: the commands import the stages that load torch, transformers or matplotlib (seconds)
 # inside their bodies, so that `ictrepro --help` and a bad option answer at once.
 
-# Before torch runs anything: the numbers then agree across x86-64 machines (see
-# ictrepro/determinism.py); spawned workers inherit the environment.
-pin_environment()
-
 console = Console()
 err_console = Console(stderr=True)
 
 
 class _Commands(TyperGroup):
-    """The app's command group; its ``invoke`` runs every command, so it is the boundary."""
+    """The app's command group; its ``invoke`` runs every command, so it is the boundary
+    (and where the environment is pinned)."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # Before a command imports torch: the numbers then agree across x86-64 machines (see
+        # ictrepro/determinism.py); spawned workers inherit the environment. Not at import,
+        # so that importing the module changes nothing.
+        pin_environment()
         try:
             return super().invoke(ctx)
         except IctreproError as e:
@@ -83,7 +84,7 @@ SKIP_HELP = (
 
 @app.command()
 def prepare(
-    preset: str = typer.Option("tiny", help="Named preset (see `ictrepro/config.py`)."),
+    preset: str = typer.Option("tiny", help="Named preset: tiny, tiny-smoke, paper-0.5b, ..."),
     out: Path = typer.Option(
         None, "--out", help="Run directory to write (default: runs/<preset>-seed<seed>)."
     ),
@@ -122,7 +123,7 @@ def train(
     preset: str = typer.Option("tiny", help="Named preset: tiny, tiny-smoke, paper-0.5b, ..."),
     seed: int = typer.Option(0, help="Seed of sampling, data order and stochastic rules."),
     run: Path = typer.Option(
-        None, "--run", help="Prepared run directory (default: runs/<preset>-seed0)."
+        None, "--run", help="Prepared run directory (default: runs/<preset>-seed<seed>)."
     ),
     set_: list[str] = typer.Option(
         [],
@@ -164,7 +165,7 @@ def train(
     config = train_preset(preset, method=method, seed=seed, overrides=overrides)
     run_train(
         config,
-        run or Path("runs") / f"{preset}-seed0",
+        run or Path("runs") / f"{preset}-seed{seed}",
         resume=resume,
         force=force,
         show_progress=not quiet,
@@ -184,7 +185,7 @@ def report(
     """Tables beside the paper's numbers, gains over the baselines, and training-curve plots.
 
     Writes report.md, summary.json and plots/*.png; every number is recomputed from the
-    per-problem samples of `ictrepro eval`.
+    per-problem counts in the score records of `ictrepro eval` (RUN/eval/*/*.score.json).
     """
     from ictrepro.report import build_report  # torch, matplotlib: see LAZY
 

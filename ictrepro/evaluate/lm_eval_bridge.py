@@ -66,7 +66,7 @@ def doc_to_problem(doc: dict[str, Any]) -> Problem:
 
 
 @dataclass(frozen=True)
-class ProblemSamples:
+class LoggedProblem:
     """One problem as lm-eval ran it: its prompt, its n responses and lm-eval's pass@k."""
 
     doc_id: int
@@ -91,7 +91,7 @@ class TaskResult:
     """Samples per problem (``repeats``)."""
     pass_at: dict[int, float]
     """Mean over problems with a gradable gold, as lm-eval aggregated it."""
-    problems: tuple[ProblemSamples, ...]
+    problems: tuple[LoggedProblem, ...]
     generation_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def problem_list(self) -> list[Problem]:
@@ -167,10 +167,10 @@ def _prompt(arguments: Any) -> str:
     return arguments[0][0]
 
 
-def _problem_samples(sample: dict[str, Any]) -> ProblemSamples:
+def _problem_samples(sample: dict[str, Any]) -> LoggedProblem:
     [responses] = sample["filtered_resps"]  # one request per problem, holding its n samples
     ks = sorted(int(key.removeprefix("pass@")) for key in sample if key.startswith("pass@"))
-    return ProblemSamples(
+    return LoggedProblem(
         doc_id=int(sample["doc_id"]),
         problem=doc_to_problem(sample["doc"]),
         prompt=_prompt(sample["arguments"]),
@@ -191,7 +191,7 @@ def _task_result(task: str, row: dict[str, Any], samples: list[dict], config: di
     )
 
 
-def read_logged_samples(path: str | Path) -> tuple[ProblemSamples, ...]:
+def read_logged_samples(path: str | Path) -> tuple[LoggedProblem, ...]:
     """The problems and responses of one task from the ``samples_<task>_<date>.jsonl`` file
     that ``lm_eval ... --log_samples --output_path OUT`` writes, in problem order."""
     rows = [r for r in read_jsonl(Path(path)) if r.get("filter") == FILTER]
@@ -200,7 +200,7 @@ def read_logged_samples(path: str | Path) -> tuple[ProblemSamples, ...]:
     return tuple(_problem_samples(r) for r in sorted(rows, key=lambda r: r["doc_id"]))
 
 
-def response_records(problems: Sequence[ProblemSamples]) -> list[dict[str, str]]:
+def response_records(problems: Sequence[LoggedProblem]) -> list[dict[str, str]]:
     """One ``{"id", "response"}`` per sample: the lines ``ictrepro score --responses`` reads."""
     return [{"id": p.id, "response": r} for p in problems for r in p.responses]
 

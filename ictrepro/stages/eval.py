@@ -94,8 +94,9 @@ def load_task(
             raise ConfigError(f"{name} is a tiny suite: it needs --run RUN_DIR (a prepared run)")
         problems = load_test_split(Path(run_dir), name)
         sampling, ks = TINY_EVAL.sampling, TINY_EVAL.ks
-    elif data_dir is None and prepared is not None and name in prepared:
-        # A benchmark prepared into the run: its (sub)set and decoding as prepared.
+    elif prepared is not None and name in prepared:
+        # A benchmark prepared into the run: its (sub)set and decoding as prepared, whatever
+        # data_dir says (that is for benchmarks the run was not prepared with).
         problems = read_prepared(prepared[name].path)
         sampling, ks = prepared[name].sampling, prepared[name].ks
     else:
@@ -187,6 +188,12 @@ def evaluate_run(
         )
     names = list(benchmarks) if benchmarks else default_benchmarks(run_dir)
     tasks = [load_task(b, run_dir=run_dir, data_dir=data_dir, n=n) for b in names]
+    prepared = prepared_benchmarks(run_dir) or {}
+    if data_dir is not None and prepared.keys() & set(names):
+        console.print(
+            f"eval: {', '.join(b for b in names if b in prepared)}: the problems and decoding "
+            f"prepared in {rundir.data} (--data-dir {data_dir} is for other benchmarks)"
+        )
     results: dict[ModelId, dict[str, ScoreRecord]] = defaultdict(dict)
     with Verifier(workers=workers) as verifier:
         for model in chosen:
@@ -223,9 +230,7 @@ def evaluate_run(
                         responses, finished = _sample_ours(task, sampler, tokenizer, seed, advance)
                     else:
                         # Benchmarks prepared into the run are read by lm-eval from there.
-                        lm_data_dir = data_dir
-                        if lm_data_dir is None and prepared_benchmarks(run_dir) is not None:
-                            lm_data_dir = rundir.data / "test"
+                        lm_data_dir = rundir.data / "test" if task.name in prepared else data_dir
                         responses, lm_pass_at = _sample_lm_eval(
                             task, model_dir, run_dir, lm_data_dir, seed, advance
                         )
