@@ -40,8 +40,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ictrepro.data.verifier_corpus import benchmark_sources, tiny_suite_sources
 from ictrepro.verify import GradeRequest, Verifier, count_verdicts
-from ictrepro.verify.corpus import benchmark_sources, build_corpus, tiny_suite_sources
+from ictrepro.verify.corpus import build_corpus
 from ictrepro.verify.grade import DECIDED_BY, clear_caches, grade, grade_explained, grade_full
 from ictrepro.verify.pool import warm_up
 

@@ -18,22 +18,31 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from ictrepro.config import load_overrides, parse_assignments
 from ictrepro.determinism import pin_environment
 from ictrepro.errors import ConfigError, IctreproError
-from ictrepro.stages.reproduce import DEFAULT_JOBS
+from ictrepro.presets import prepare_preset, train_preset
+from ictrepro.results.pinned import RESULTS_DIR, check_results, pin_run
+from ictrepro.stages.check import rerun_check
+from ictrepro.stages.reproduce import DEFAULT_JOBS, make_plan
+from ictrepro.stages.reproduce import reproduce as run_reproduce
 
-# Before torch runs anything: the numbers then agree across x86-64 machines (see
-# ictrepro/determinism.py); spawned workers inherit the environment.
-pin_environment()
+# LAZY: the commands import the stages that load torch, transformers or matplotlib (seconds)
+# inside their bodies, so that `ictrepro --help` and a bad option answer at once.
 
 console = Console()
 err_console = Console(stderr=True)
 
 
 class _Commands(TyperGroup):
-    """The app's command group; its ``invoke`` runs every command, so it is the boundary."""
+    """The app's command group; its ``invoke`` runs every command, so it is the boundary
+    (and where the environment is pinned)."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # Before a command imports torch: the numbers then agree across x86-64 machines (see
+        # ictrepro/determinism.py); spawned workers inherit the environment. Not at import,
+        # so that importing the module changes nothing.
+        pin_environment()
         try:
             return super().invoke(ctx)
         except IctreproError as e:
@@ -75,7 +84,7 @@ SKIP_HELP = (
 
 @app.command()
 def prepare(
-    preset: str = typer.Option("tiny", help="Named preset (see `ictrepro/config.py`)."),
+    preset: str = typer.Option("tiny", help="Named preset: tiny, tiny-smoke, paper-0.5b, ..."),
     out: Path = typer.Option(
         None, "--out", help="Run directory to write (default: runs/<preset>-seed<seed>)."
     ),
@@ -94,9 +103,7 @@ def prepare(
     """Build a preset's data and base model into a run directory: the tiny world's own
     (tokenizer, warm-started model, synthetic suites), or a pretrained model with the real
     training sets and benchmarks (paper-0.5b/1.5b/7b, smollm2-135m)."""
-    # Imported here so `ictrepro --help` and `ictrepro methods` stay fast (no transformers).
-    from ictrepro.presets import prepare_preset
-    from ictrepro.stages.prepare import prepare as run_prepare
+    from ictrepro.stages.prepare import prepare as run_prepare  # torch: see LAZY
 
     config = prepare_preset(
         preset,
@@ -116,7 +123,7 @@ def train(
     preset: str = typer.Option("tiny", help="Named preset: tiny, tiny-smoke, paper-0.5b, ..."),
     seed: int = typer.Option(0, help="Seed of sampling, data order and stochastic rules."),
     run: Path = typer.Option(
-        None, "--run", help="Prepared run directory (default: runs/<preset>-seed0)."
+        None, "--run", help="Prepared run directory (default: runs/<preset>-seed<seed>)."
     ),
     set_: list[str] = typer.Option(
         [],
@@ -145,9 +152,8 @@ def train(
     Writes RUN/train/<method>-seed<seed>/: train.json, metrics.jsonl, checkpoints/,
     final_model/. Runs under `accelerate launch` unchanged.
     """
+    # torch: see LAZY
     from ictrepro.algos.selection import load_method_module
-    from ictrepro.config import load_overrides, parse_assignments
-    from ictrepro.presets import train_preset
     from ictrepro.stages.train import train as run_train
 
     if method_module is not None:
@@ -159,7 +165,7 @@ def train(
     config = train_preset(preset, method=method, seed=seed, overrides=overrides)
     run_train(
         config,
-        run or Path("runs") / f"{preset}-seed0",
+        run or Path("runs") / f"{preset}-seed{seed}",
         resume=resume,
         force=force,
         show_progress=not quiet,
@@ -179,9 +185,9 @@ def report(
     """Tables beside the paper's numbers, gains over the baselines, and training-curve plots.
 
     Writes report.md, summary.json and plots/*.png; every number is recomputed from the
-    per-problem samples of `ictrepro eval`.
+    per-problem counts in the score records of `ictrepro eval` (RUN/eval/*/*.score.json).
     """
-    from ictrepro.report import build_report
+    from ictrepro.report import build_report  # torch, matplotlib: see LAZY
 
     build_report(
         run,
@@ -214,8 +220,6 @@ def check(
     A modified, truncated, missing or unlisted file fails, named. `--pin RUN` re-pins a
     run's results (after an intended change) and rewrites the manifest.
     """
-    from ictrepro.results.pinned import RESULTS_DIR, check_results, pin_run
-
     root = results or RESULTS_DIR
     if pin is not None:
         out = pin_run(pin, preset, results_dir=root, jobs=jobs)
@@ -227,8 +231,6 @@ def check(
         raise typer.Exit(code=1)
     console.print(f"[green]check: {root} is intact[/] (manifest and schemas)")
     if rerun:
-        from ictrepro.results.rerun import rerun_check
-
         target = work_dir or Path("runs") / f"check-{preset}"
         outcome = rerun_check(preset, target, results_dir=root, show_progress=True)
         for line in outcome.lines():
@@ -275,6 +277,7 @@ def compare(
     Only the new method is trained; the baselines' results come from results/<preset>/.
     The report (RUN/report/) shows the new method's gains over each of them.
     """
+    # torch: see LAZY
     from ictrepro.algos.selection import load_method_module
     from ictrepro.stages.compare import compare as run_compare
 
@@ -323,8 +326,6 @@ def reproduce(
     prepare -> train (every method x seed) -> eval (base + trained) -> report. Finished
     stages and runs are skipped when their inputs are unchanged.
     """
-    from ictrepro.stages.reproduce import make_plan
-    from ictrepro.stages.reproduce import reproduce as run_reproduce
 
     seed_list = None if seeds is None else _int_list(seeds, "--seeds", "0,1,2")
     options = {
@@ -390,7 +391,7 @@ def eval_(
     Writes RUN/eval/<model>/<benchmark>.samples.jsonl (per problem: responses, verdicts)
     and <benchmark>.score.json; up-to-date scores are skipped.
     """
-    from ictrepro.stages.eval import evaluate_run
+    from ictrepro.stages.eval import evaluate_run  # transformers: see LAZY
 
     evaluate_run(
         run,
@@ -427,7 +428,7 @@ def sample(
 
     The output is what `ictrepro score --responses` reads.
     """
-    from ictrepro.stages.sample import sample as run_sample
+    from ictrepro.stages.sample import sample as run_sample  # transformers: see LAZY
 
     done = run_sample(
         model, benchmark, out, run_dir=run, data_dir=data_dir, n=n, backend=backend, seed=seed
@@ -454,7 +455,7 @@ def score(
     workers: int = typer.Option(2, help="Verifier worker processes (0 = in-process)."),
 ) -> None:
     """Grade responses produced anywhere else with the project's verifier; print pass@k."""
-    from ictrepro.stages.score import score as run_score
+    from ictrepro.stages.score import score as run_score  # transformers: see LAZY
 
     ks = _int_list(k, "--k", "1,4")
     if min(ks) < 1:
@@ -482,7 +483,7 @@ def methods(
     ),
 ) -> None:
     """List the registered token-selection rules with their default hyperparameters."""
-    from ictrepro.algos.selection import available_selections
+    from ictrepro.algos.selection import available_selections  # torch: see LAZY
 
     rules = available_selections()
     if as_json:

@@ -19,10 +19,11 @@ from typing import Any
 
 import yaml
 
+from ictrepro.data.benchmarks import BENCHMARKS, PAPER_BENCHMARKS, TRAINING_SETS
 from ictrepro.data.suites import EVAL_SUITES
 from ictrepro.errors import ConfigError
 from ictrepro.io import sha256_json
-from ictrepro.rollout.params import SamplingParams
+from ictrepro.rollout.params import SAMPLERS, SamplingParams, VLLMSpec
 
 
 @dataclass(frozen=True)
@@ -134,16 +135,8 @@ class PretrainedPrepareConfig:
     #: Weights of RUN/base_model/ (a GGUF file is de-quantised to it).
     dtype: str = "bfloat16"
     data_dir: str | None = None
-    train_sets: tuple[str, ...] = ("gsm8k_train", "math_train")
-    benchmarks: tuple[str, ...] = (
-        "math500",
-        "gsm8k",
-        "mmlu_stem",
-        "gpqa_diamond",
-        "aime23",
-        "aime24",
-        "aime25",
-    )
+    train_sets: tuple[str, ...] = TRAINING_SETS
+    benchmarks: tuple[str, ...] = PAPER_BENCHMARKS
     skip_benchmarks: tuple[str, ...] = ()
     eval_limits: tuple[tuple[str, int], ...] = ()
     #: Decoding of every benchmark's evaluation and the pass@k reported; None/empty: each
@@ -157,6 +150,31 @@ class PretrainedPrepareConfig:
 
     def sha256(self) -> str:
         return sha256_json(self.to_json())
+
+    def check(self) -> None:
+        """Names of training sets and benchmarks are known; limits are positive."""
+        for name in self.train_sets:
+            if name not in TRAINING_SETS:
+                raise ConfigError(
+                    f"unknown RL training set {name!r}; valid: {', '.join(TRAINING_SETS)}"
+                )
+        if not self.train_sets:
+            raise ConfigError("no RL training set; pass --train-sets gsm8k_train,math_train")
+        evaluation = [n for n, s in BENCHMARKS.items() if s.is_evaluation]
+        for name in (*self.benchmarks, *self.skip_benchmarks, *dict(self.eval_limits)):
+            if name not in evaluation:
+                raise ConfigError(f"unknown benchmark {name!r}; valid: {', '.join(evaluation)}")
+        if not set(self.benchmarks) - set(self.skip_benchmarks):
+            raise ConfigError("every benchmark is skipped; nothing would be evaluated")
+        for name, n in self.eval_limits:
+            if n < 1:
+                raise ConfigError(f"eval_limits: {name} must keep at least 1 problem, got {n}")
+        sampling = self.eval_sampling
+        if sampling is not None and self.eval_ks and max(self.eval_ks) > sampling.n:
+            raise ConfigError(
+                f"eval_ks {self.eval_ks} needs at least {max(self.eval_ks)} samples per "
+                f"problem; eval_sampling.n is {sampling.n}"
+            )
 
 
 @dataclass(frozen=True)
@@ -278,9 +296,6 @@ class RLSpec:
             raise ConfigError(
                 f"rl.lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}"
             )
-        # Imported here: the sampler module loads transformers, which config users may not need.
-        from ictrepro.rollout.sampler import SAMPLERS
-
         if self.sampler not in SAMPLERS:
             raise ConfigError(f"rl.sampler must be one of {SAMPLERS}, got {self.sampler!r}")
         if self.stats_temperature is not None and self.stats_temperature <= 0:
@@ -300,7 +315,7 @@ class RLSpec:
             SamplingParams(self.group_size, self.temperature, self.top_p, self.max_new_tokens)
         except ValueError as e:
             raise ConfigError(f"rl: {e}") from None
-        from ictrepro.algos.losses import AGG_MODES
+        from ictrepro.algos.losses import AGG_MODES  # here: it imports torch; configs need not
 
         if self.agg_mode not in AGG_MODES:
             raise ConfigError(f"rl.agg_mode must be one of {AGG_MODES}, got {self.agg_mode!r}")
@@ -312,31 +327,6 @@ class RLSpec:
     @property
     def temperature_for_stats(self) -> float:
         return self.stats_temperature if self.stats_temperature is not None else self.temperature
-
-
-@dataclass(frozen=True)
-class VLLMSpec:
-    """Settings of the colocated vLLM engine (``rl.sampler=vllm``); none changes results.
-
-    The defaults leave room beside the policy, its optimiser state and the reference model
-    on one GPU; a dedicated sampling GPU can take 0.9.
-    """
-
-    #: Share of the GPU's memory vLLM takes (weights and KV cache).
-    gpu_memory_utilization: float = 0.3
-    #: Longest prompt + response; 0 = the prompt budget plus ``rl.max_new_tokens``.
-    max_model_len: int = 0
-    #: Release the engine's memory while the policy updates (vLLM's sleep mode, GPU only).
-    enable_sleep_mode: bool = False
-    tensor_parallel_size: int = 1
-
-    def __post_init__(self) -> None:
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(
-                f"infra.vllm.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
-            )
-        if self.max_model_len < 0 or self.tensor_parallel_size < 1:
-            raise ConfigError("infra.vllm.max_model_len must be >= 0, tensor_parallel_size >= 1")
 
 
 @dataclass(frozen=True)

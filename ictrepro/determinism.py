@@ -127,7 +127,7 @@ def package_versions() -> dict[str, str]:
 
 def numerics_provenance() -> dict[str, Any]:
     """Everything that decides this process's numbers, as they took effect (JSON-ready)."""
-    import torch
+    import torch  # here: pin_environment must run before torch is first imported
 
     libraries = _library_versions(torch.__config__.show())
     env_keys = sorted({*PINNED_ENV, OPT_OUT})

@@ -28,6 +28,7 @@ from ictrepro.config import (
     TrainConfig,
     apply_overrides,
 )
+from ictrepro.data.benchmarks import PAPER_BENCHMARKS
 from ictrepro.data.suites import (
     EVAL_SUITES,
     FORK0_EVAL_SUITES,
@@ -167,8 +168,6 @@ def _paper(name: str, model: str) -> Preset:
     model is prepared into ``RUN/base_model/`` (bfloat16, as Qwen2.5 ships), which training
     and evaluation read; the paper's five seeds.
     """
-    from ictrepro.data.benchmarks import PAPER_BENCHMARKS
-
     rl = RLSpec(
         steps=219,
         prompts_per_step=1024,
@@ -318,9 +317,7 @@ def prepare_preset(
         given["data_dir"] = str(Path(given["data_dir"]).expanduser().resolve())
     config = dataclasses.replace(preset.prepare, seed=seed, **given)
     if isinstance(config, PretrainedPrepareConfig):
-        from ictrepro.stages.prepare_pretrained import check_config
-
-        check_config(config)
+        config.check()
     return config
 
 
@@ -334,7 +331,7 @@ def train_preset(
     YAML/TOML file. Unknown presets, fields and hyperparameters are ``ConfigError``s that
     list the valid ones (an unknown method is the selection registry's ``KeyError``).
     """
-    from ictrepro.algos.selection import get_selection
+    from ictrepro.algos.selection import get_selection  # here: it imports torch
 
     preset = get_preset(name).train
     _check_seed(seed)

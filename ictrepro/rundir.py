@@ -1,12 +1,16 @@
-"""The run directory: every path in it, the names of its models, and its result files.
+"""The run directory: every path in it, the names of its models, its stage records and
+its result files.
 
-Layout (every stage writes only its own part; :mod:`ictrepro.runs` holds the records)::
+Layout (every stage writes only its own part)::
 
     RUN/prepare.json                           prepare's record
     RUN/data/test/<suite>.jsonl                evaluation problems of each tiny suite
     RUN/data/sft.jsonl, RUN/data/rl_train.jsonl
+    RUN/data/eval.json                         a pretrained run's evaluation settings
     RUN/base_model/                            the warm-started model (HF format)
-    RUN/train/<method>-seed<s>/                train.json, metrics.jsonl, checkpoints/, final_model/
+    RUN/sft_log.jsonl, RUN/calibration.json    the tiny world's warm start and its scores
+    RUN/train/<method>-seed<s>/                train.json, metrics.jsonl, checkpoints/,
+                                               final_model/, tracking/ (:class:`TrainDir`)
     RUN/eval/<model>/<benchmark>.samples.jsonl per problem: id, responses, verdicts
     RUN/eval/<model>/<benchmark>.score.json    pass@k and the per-problem counts behind it
     RUN/report/                                report.md, summary.json, plots/
@@ -18,22 +22,42 @@ Layout (every stage writes only its own part; :mod:`ictrepro.runs` holds the rec
 A score record (:class:`ScoreRecord`) carries every problem's sample and correct counts,
 so pass@k, the report and the pinned results are computed from score records alone; the
 samples file (:class:`SamplesFile`) keeps the responses behind them.
+
+Each stage leaves a JSON record (:class:`StageRecord`) of its config and its outputs'
+hashes; it is how a re-run knows what to do:
+
+- no record and an empty (or absent) directory: run;
+- a record of the same config whose outputs all still hash to the recorded values: current,
+  nothing to do;
+- a record of the same config that is unfinished (an interrupted run) or whose outputs are
+  missing or changed: run again, overwriting only this stage's own outputs;
+- a record of a different config, or files that no record explains: refuse, unless forced.
+
+The record is written twice: ``status: "running"`` before the stage touches anything, so an
+interrupted stage is recognisable, and ``status: "done"`` with the output hashes last.
+:func:`is_current` is the one "done and current" check of every stage (a score record is
+the eval stage's record of one model on one benchmark).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-import numpy as np
-
-from ictrepro.errors import ConfigError, DataError
-from ictrepro.evaluate.passk import pass_at_k
-from ictrepro.io import atomic_write_json, atomic_write_jsonl, read_jsonl_numbered, sha256_json
+from ictrepro import __version__
+from ictrepro.errors import ConfigError, DataError, RunDirError
+from ictrepro.io import (
+    atomic_write_json,
+    atomic_write_jsonl,
+    hash_outputs,
+    read_jsonl_numbered,
+    sha256_json,
+)
 
 SAMPLES_SUFFIX = ".samples.jsonl"
 SCORE_SUFFIX = ".score.json"
@@ -41,6 +65,9 @@ SCORE_SUFFIX = ".score.json"
 #: `ictrepro eval` (the counts per problem were added in version 1).
 SCORE_SCHEMA = 1
 SAMPLES_SCHEMA = 1
+RECORD_SCHEMA = 1
+#: Relative to ``RUN/data/``: the evaluation settings of a pretrained run.
+EVAL_SETTINGS = "eval.json"
 
 _MODEL_NAME = re.compile(r"^(?P<method>[A-Za-z0-9_.-]+?)-seed(?P<seed>\d+)$")
 
@@ -107,22 +134,38 @@ class RunDir:
     # prepare
     def record(self, stage: str) -> Path:
         """The stage record of a run-wide stage (``prepare.json``)."""
-        return self.root / f"{stage}.json"
+        return record_file(self.root, stage)
 
     @property
     def data(self) -> Path:
         return self.root / "data"
 
     def test_suite(self, suite: str) -> Path:
-        return self.data / "test" / f"{suite}.jsonl"
+        return data_file(self.data, f"test/{suite}")
 
     @property
     def rl_train(self) -> Path:
-        return self.data / "rl_train.jsonl"
+        return data_file(self.data, "rl_train")
+
+    @property
+    def eval_settings(self) -> Path:
+        return self.data / EVAL_SETTINGS
 
     @property
     def base_model(self) -> Path:
         return self.root / "base_model"
+
+    @property
+    def sft_log(self) -> Path:
+        return self.root / "sft_log.jsonl"
+
+    @property
+    def calibration(self) -> Path:
+        return self.root / "calibration.json"
+
+    def relative(self, *paths: Path) -> tuple[str, ...]:
+        """``paths`` as names relative to the root (how a record lists its outputs)."""
+        return tuple(Path(p).relative_to(self.root).as_posix() for p in paths)
 
     # train
     @property
@@ -134,12 +177,16 @@ class RunDir:
             raise ValueError("the base model has no training directory")
         return self.train_root / model.name
 
+    def train_run(self, model: ModelId) -> TrainDir:
+        """The paths of one training run's folder."""
+        return TrainDir(self.train_dir(model))
+
     def model_dir(self, model: ModelId) -> Path:
         """Where the weights of ``model`` are: ``base_model/`` or its run's ``final_model/``."""
-        return self.base_model if model.is_base else self.train_dir(model) / "final_model"
+        return self.base_model if model.is_base else self.train_run(model).final_model
 
     def metrics(self, model: ModelId) -> Path:
-        return self.train_dir(model) / "metrics.jsonl"
+        return self.train_run(model).metrics
 
     # eval
     def eval_dir(self, model: ModelId) -> Path:
@@ -183,9 +230,9 @@ class RunDir:
     def training_metrics(self) -> dict[ModelId, Path]:
         """``{model: metrics.jsonl}`` of every training run that has one (the report's curves)."""
         return {
-            m: d / "metrics.jsonl"
+            m: TrainDir(d).metrics
             for m, d in self.training_runs().items()
-            if (d / "metrics.jsonl").is_file()
+            if TrainDir(d).metrics.is_file()
         }
 
     def score_files(self) -> dict[ModelId, dict[str, Path]]:
@@ -209,6 +256,64 @@ class RunDir:
             model: {bench: read_score(path) for bench, path in files.items()}
             for model, files in self.score_files().items()
         }
+
+
+@dataclass(frozen=True)
+class TrainDir:
+    """Every path of one training run's folder, ``RUN/train/<method>-seed<s>/``."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def record(self) -> Path:
+        """``train.json``: the train stage's record."""
+        return record_file(self.root, "train")
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def final_model(self) -> Path:
+        return self.root / "final_model"
+
+    @property
+    def tracking(self) -> Path:
+        """Accelerate's trackers' folder (``infra.report_to``)."""
+        return self.root / "tracking"
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The outputs ``train.json`` hashes, relative to the folder."""
+        return tuple(p.relative_to(self.root).as_posix() for p in (self.final_model, self.metrics))
+
+
+def data_file(data: Path, name: str) -> Path:
+    """A problems file under a data folder: ``test/<suite>`` -> ``data/test/<suite>.jsonl``."""
+    return Path(data) / f"{name}.jsonl"
+
+
+def recorded_jobs(run_dir: Path) -> int | None:
+    """The ``jobs`` of the reproduction recorded in ``run_dir`` (None if there is none)."""
+    path = RunDir(run_dir).reproduce_record
+    if not path.is_file():
+        return None
+    return int(json.loads(path.read_text(encoding="utf-8"))["jobs"])
+
+
+def recorded_times(run_dir: Path) -> dict[str, float]:
+    """Wall time of each stage of the run's reproduction (``reproduce.json``; empty if none)."""
+    path = RunDir(run_dir).reproduce_record
+    if not path.is_file():
+        return {}
+    return dict(json.loads(path.read_text(encoding="utf-8")).get("times_s", {}))
 
 
 def _parse_or_none(name: str) -> ModelId | None:
@@ -305,24 +410,12 @@ class ProblemCount:
     n_correct: int
 
 
-def mean_pass_at(problems: Sequence[ProblemCount], ks: Iterable[int]) -> dict[int, float]:
-    """pass@k for each k: the mean over problems of the unbiased estimator (NaN without
-    problems). numpy's mean, as :func:`ictrepro.evaluate.score.score_problems` takes it,
-    so the same counts give the same bits."""
-    return {
-        k: float(np.mean([pass_at_k(p.n_samples, p.n_correct, k) for p in problems]))
-        if problems
-        else float("nan")
-        for k in ks
-    }
-
-
 @dataclass(frozen=True)
 class ScoreRecord:
     """``<benchmark>.score.json``: one model on one benchmark.
 
     ``problems``: the gradable problems in the benchmark's order with their counts (pass@k
-    is their mean, :func:`mean_pass_at`); ``ungradable``: ids of problems whose gold answer
+    is their mean, :func:`ictrepro.evaluate.passk.mean_pass_at`); ``ungradable``: ids of problems whose gold answer
     could not be parsed (left out, never scored 0). ``identity``: what the score was made
     from (model and problems hashes, decoding settings, seed, backend) and ``samples_sha256``
     the hash of the samples file beside it; both are ``None`` for a pinned result
@@ -358,7 +451,7 @@ class ScoreRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The file's JSON; ``status``, ``config_sha256`` and ``outputs`` make it the eval
-        stage's record of this (model, benchmark), checked by :func:`ictrepro.runs.is_current`."""
+        stage's record of this (model, benchmark), checked by :func:`is_current`."""
         out: dict[str, Any] = {
             "schema": SCORE_SCHEMA,
             "benchmark": self.benchmark,
@@ -447,3 +540,161 @@ def read_score(path: Path) -> ScoreRecord:
     if not isinstance(record, dict):
         raise DataError(f"{path}: expected a JSON object")
     return ScoreRecord.from_json(record, where=str(path))
+
+
+# ----------------------------------------------------------------------- stage records
+
+Decision = Literal["fresh", "current", "redo", "resume"]
+
+
+class RunDirConflict(RunDirError):
+    """A run directory holds outputs of another config (or unknown files)."""
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """A stage's record: its ``config``, its ``identity`` (what makes its outputs what they
+    are; ``config_sha256`` is its hash), its outputs' hashes and free ``info``."""
+
+    stage: str
+    status: str
+    config: dict[str, Any]
+    identity: Any
+    outputs: dict[str, str]
+    info: dict[str, Any]
+
+    @property
+    def config_sha256(self) -> str:
+        return sha256_json(self.identity)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": RECORD_SCHEMA,
+            "ictrepro_version": __version__,
+            "stage": self.stage,
+            "status": self.status,
+            "config_sha256": self.config_sha256,
+            "config": self.config,
+            "identity": self.identity,
+            "outputs": self.outputs,
+            "info": self.info,
+            "written_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+
+
+def record_file(folder: Path, stage: str) -> Path:
+    """The record of ``stage`` in ``folder``: ``<folder>/<stage>.json``."""
+    return Path(folder) / f"{stage}.json"
+
+
+def load_record(folder: Path, stage: str) -> dict[str, Any] | None:
+    """The stage's record, or ``None``; an unreadable record is an error naming the file."""
+    path = record_file(folder, stage)
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise RunDirConflict(
+            f"{path} is not valid JSON ({e.msg} at line {e.lineno}); delete it or use --force"
+        ) from None
+    for key in ("stage", "status", "config_sha256", "outputs"):
+        if key not in record:
+            raise RunDirConflict(f"{path} has no field {key!r}; delete it or use --force")
+    return record
+
+
+def write_record(folder: Path, record: StageRecord) -> None:
+    atomic_write_json(record_file(folder, record.stage), record.to_json())
+
+
+def decide(
+    record: Path,
+    identity: Any,
+    *,
+    resume: bool | None = None,
+    force: bool = False,
+    shared: bool = False,
+) -> Decision:
+    """What a stage does, from its record file ``record`` (the stage's outputs lie beside
+    it) and the ``identity`` it would run with (what ``config_sha256`` hashes):
+
+    - ``"fresh"``: nothing of the stage is there (its folder is absent or empty): run;
+    - ``"current"``: done, of this identity, every output as recorded: nothing to do;
+    - ``"redo"``: forced, or of this identity but unfinished or with outputs changed while
+      the stage cannot resume (``resume=None``): run again over its own outputs;
+    - ``"resume"``: of this identity and unfinished, with ``resume=True``: continue.
+
+    Refused (:class:`RunDirConflict`, naming the fix): a folder with files but no record,
+    a record of another identity, an unfinished run with ``resume=False``. ``shared=True``
+    (a score record, one of many in its folder) refuses nothing: a record that is missing,
+    unreadable or not current is re-made.
+    """
+    record = Path(record)
+    folder, stage, sha = record.parent, record.stem, sha256_json(identity)
+    if shared:
+        try:
+            loaded = json.loads(record.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return "redo" if force else "fresh"
+        except json.JSONDecodeError:  # an interrupted write of an older version
+            return "redo"
+        return "current" if not force and is_current(loaded, sha, folder) else "redo"
+    if not folder.exists() or not any(folder.iterdir()):
+        return "fresh"
+    if force:
+        return "redo"
+    loaded = load_record(folder, stage)
+    if loaded is None:
+        raise RunDirConflict(
+            f"{folder} is not empty and has no {stage}.json record, so it was not made by "
+            f"`ictrepro {stage}`; choose an empty or new directory, or pass --force to write "
+            "into it anyway"
+        )
+    if loaded["config_sha256"] != sha:
+        recorded = loaded.get("identity")
+        diff = (
+            config_diff(recorded, identity)
+            if isinstance(recorded, dict) and isinstance(identity, dict)
+            else []
+        ) or [f"config hash: {loaded['config_sha256'][:12]} (recorded) != {sha[:12]} (now)"]
+        raise RunDirConflict(
+            f"{record} was made by a different config; use another directory, or --force to "
+            "start over. Differing fields:\n  " + "\n  ".join(diff)
+        )
+    if is_current(loaded, sha, folder):
+        return "current"
+    if resume is None:
+        return "redo"
+    if not resume:
+        raise RunDirConflict(
+            f"{folder} holds an unfinished run of this config; pass --resume to continue it "
+            "from its last checkpoint, or --force to start over"
+        )
+    return "resume"
+
+
+def config_diff(recorded: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
+    """``["rl.lr: 0.0002 (recorded) != 0.0001 (now)", ...]`` for every differing leaf."""
+    lines = []
+    for key in sorted(set(recorded) | set(current)):
+        a, b = recorded.get(key, "<absent>"), current.get(key, "<absent>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            lines += config_diff(a, b, f"{prefix}{key}.")
+        elif a != b:
+            lines.append(f"{prefix}{key}: {a!r} (recorded) != {b!r} (now)")
+    return lines
+
+
+def is_current(record: Mapping[str, Any] | None, config_sha256: str, root: Path) -> bool:
+    """Whether a stage is done and current: its record (``None``: none) is finished, of
+    this config, and every output it lists (relative to ``root``) still hashes to the
+    recorded value."""
+    if record is None or record.get("status") != "done":
+        return False
+    if record.get("config_sha256") != config_sha256:
+        return False
+    recorded = record.get("outputs") or {}
+    if not all((root / rel).is_file() for rel in recorded):
+        return False
+    return hash_outputs(root, sorted(recorded)) == recorded

@@ -75,24 +75,24 @@ def test_a_bad_option_value_is_a_config_error(tmp_path):
 
 
 def test_brackets_in_a_message_are_printed_not_read_as_markup(monkeypatch):
-    import ictrepro.stages.reproduce as reproduce
+    import ictrepro.cli as cli
 
     def refuse(*args, **kwargs):
         raise ConfigError("scores [b, t] must match ['grpo-seed9']")
 
-    monkeypatch.setattr(reproduce, "make_plan", refuse)
+    monkeypatch.setattr(cli, "make_plan", refuse)
     result = runner.invoke(app, ["reproduce", "--dry-run"])
     assert result.exit_code == 2
     assert result.output.strip() == "error: scores [b, t] must match ['grpo-seed9']"
 
 
 def test_a_bug_propagates_with_its_traceback(monkeypatch):
-    import ictrepro.stages.reproduce as reproduce
+    import ictrepro.cli as cli
 
     def bug(*args, **kwargs):
         return 1 / 0
 
-    monkeypatch.setattr(reproduce, "make_plan", bug)
+    monkeypatch.setattr(cli, "make_plan", bug)
     result = runner.invoke(app, ["reproduce", "--dry-run"])
     assert result.exit_code == 1 and isinstance(result.exception, ZeroDivisionError)
     with pytest.raises(ZeroDivisionError):
@@ -115,3 +115,29 @@ def test_a_bug_in_the_installed_command_prints_its_traceback(tmp_path):
     assert done.returncode not in (0, 2)
     assert "Traceback" in done.stderr and "ZeroDivisionError" in done.stderr
     assert "error:" not in done.stderr
+
+
+def test_importing_the_cli_changes_no_environment_variable():
+    """The environment is pinned when a command runs (``_Commands.invoke``), not at import."""
+    code = (
+        "import os, json; before = dict(os.environ); import ictrepro.cli; "
+        "print(json.dumps(sorted(set(os.environ.items()) ^ set(before.items()))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_train_looks_for_the_run_of_its_seed_by_default(tmp_path, monkeypatch):
+    """Like prepare's --out, train's --run defaults to runs/<preset>-seed<seed>."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(
+        app, ["train", "--method", "grpo", "--preset", "tiny-smoke", "--seed", "3"]
+    )
+    assert result.exit_code == 2
+    assert "runs/tiny-smoke-seed3" in result.output
+
+
+def test_preset_help_names_the_presets_not_a_source_file():
+    for command in ("prepare", "train", "reproduce"):
+        result = runner.invoke(app, [command, "--help"])
+        assert "config.py" not in result.output and "tiny-smoke" in result.output

@@ -51,6 +51,16 @@ def test_a_non_editable_install_works_outside_the_checkout(tmp_path):
         [str(python), "-c", "import ictrepro; print(ictrepro.__file__)"], cwd=elsewhere, env=env
     )
     assert str(env_dir) in where, where
+    _, tasks = run(
+        [
+            str(python),
+            "-c",
+            "from ictrepro.evaluate.lm_eval_bridge import TASKS_DIR as T; print(T)",
+        ],
+        cwd=elsewhere,
+        env=env,
+    )
+    assert str(env_dir) in tasks and tasks.endswith("ictrepro/tasks"), tasks  # package data
 
     ictrepro = str(env_dir / "bin" / "ictrepro")
     _, out = run([ictrepro, "methods"], cwd=elsewhere, env=env)

@@ -449,9 +449,38 @@ def test_lm_eval_command_line(smoke_run, tmp_path):
     assert len(response_records(problems)) == 8
 
 
-def test_tasks_ship_inside_the_package():
-    """The tasks are package data (found wherever the package is installed)."""
+def test_tasks_are_the_checkouts_top_level_folder():
+    """From a checkout, the tasks are its top-level tasks/ (``lm_eval --include_path tasks/``);
+    installed, the package ``ictrepro.tasks`` (tests/test_install.py)."""
     import ictrepro
 
-    assert Path(ictrepro.__file__).resolve().parent / "tasks" == TASKS_DIR
+    assert Path(ictrepro.__file__).resolve().parents[1] / "tasks" == TASKS_DIR
     assert (TASKS_DIR / "utils.py").is_file() and len(list(TASKS_DIR.glob("*.yaml"))) == 16
+
+
+def test_committed_task_files_are_the_generated_ones():
+    """tasks/*.yaml are written from the settings' one home; after changing a setting,
+    `python -m ictrepro.evaluate.lm_eval_tasks` rewrites them."""
+    from ictrepro.evaluate import lm_eval_tasks
+
+    assert lm_eval_tasks.stale_files(TASKS_DIR) == []
+    assert lm_eval_tasks.main(["--check", str(TASKS_DIR)]) == 0
+
+
+def test_a_changed_setting_makes_its_task_files_stale(tmp_path, monkeypatch):
+    import dataclasses
+
+    from ictrepro.evaluate import lm_eval_tasks
+
+    assert lm_eval_tasks.write_task_files(tmp_path) == sorted(lm_eval_tasks.task_files())
+    assert lm_eval_tasks.stale_files(tmp_path) == []
+    more = dataclasses.replace(lm_eval_tasks.TINY_EVAL.sampling, max_new_tokens=128)
+    monkeypatch.setattr(
+        lm_eval_tasks, "TINY_EVAL", dataclasses.replace(lm_eval_tasks.TINY_EVAL, sampling=more)
+    )
+    stale = lm_eval_tasks.stale_files(tmp_path)
+    assert stale == sorted(f"{task}.yaml" for task in TINY)
+    assert "max_gen_toks: 128" in lm_eval_tasks.task_files()[stale[0]]
+    (tmp_path / "ictrepro_extra.yaml").write_text("task: x\n")
+    assert "ictrepro_extra.yaml" in lm_eval_tasks.stale_files(tmp_path)
+    assert lm_eval_tasks.main(["--check", str(tmp_path)]) == 1

@@ -219,7 +219,7 @@ def rerun_pair(tmp_path_factory):
     """A pinned tiny-smoke reproduction (grpo, ict; seed 0; scripted policy) and a re-run of
     it through `rerun_check` (the second reproduction of the same subset)."""
     from ictrepro.results.pinned import pin_run
-    from ictrepro.results.rerun import rerun_check
+    from ictrepro.stages.check import rerun_check
     from ictrepro.stages.reproduce import make_plan, reproduce
 
     root = tmp_path_factory.mktemp("rerun")

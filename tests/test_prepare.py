@@ -16,9 +16,9 @@ from ictrepro.data.suites import generate_suite
 from ictrepro.errors import ConfigError
 from ictrepro.io import hash_outputs, read_jsonl
 from ictrepro.presets import prepare_preset
-from ictrepro.runs import RunDirConflict, load_record
+from ictrepro.rundir import RunDirConflict, load_record
 from ictrepro.stages import prepare as prepare_module
-from ictrepro.stages.prepare import OUTPUTS, build_data, prepare
+from ictrepro.stages.prepare import build_data, prepare
 from ictrepro.verify.grade import Verdict, grade
 
 
@@ -35,7 +35,8 @@ def test_writes_every_output_with_its_hash(smoke_run):
     record = load_record(run_dir, "prepare")
     assert record["status"] == "done"
     assert record["config"]["preset"] == "tiny-smoke" and record["config"]["seed"] == 1
-    assert record["outputs"] == hash_outputs(run_dir, OUTPUTS)
+    outputs = ("data", "base_model", "sft_log.jsonl", "calibration.json")
+    assert record["outputs"] == hash_outputs(run_dir, outputs)
     for rel in (
         "data/sft.jsonl",
         "data/rl_train.jsonl",

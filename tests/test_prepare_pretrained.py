@@ -16,7 +16,7 @@ from ictrepro.config import ModelSpec
 from ictrepro.data.records import Problem
 from ictrepro.errors import ConfigError, DataError
 from ictrepro.presets import prepare_preset
-from ictrepro.runs import RunDirConflict
+from ictrepro.rundir import RunDirConflict
 from ictrepro.stages.prepare import prepare
 from ictrepro.stages.prepare_pretrained import (
     deviations,
@@ -138,6 +138,20 @@ def test_eval_reads_the_prepared_benchmarks(model_dir, tmp_path):
     task = load_task("mmlu_stem", run_dir=run)
     assert [p.id for p in task.problems] == ["mmlu-0", "mmlu-1", "mmlu-2"]
     assert (task.sampling.n, task.ks) == (4, (1, 4))
+
+
+def test_a_prepared_benchmark_wins_over_data_dir(model_dir, tmp_path):
+    """`ictrepro eval --run R --data-dir D` scores R's prepared subset with R's decoding,
+    not every problem of D (which would be all 1,319 of GSM8K on a real run)."""
+    from ictrepro.stages.eval import load_task
+
+    data = write_data(tmp_path / "data")
+    run = tmp_path / "run"
+    prepare(config_for(model_dir, data, eval_limits=(("gsm8k", 2),)), run, show_progress=False)
+    prepared = load_task("gsm8k", run_dir=run)
+    assert len(prepared.problems) == 2
+    assert load_task("gsm8k", run_dir=run, data_dir=data) == prepared
+    assert len(load_task("gsm8k", data_dir=data).problems) == 5  # without the run: all of D
 
 
 def test_a_missing_training_set_names_it_and_the_subset_option(model_dir, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,3 +26,15 @@ def test_every_timing_script_named_in_the_docs_exists():
     assert sorted(n for n in named if not (ROOT / n).is_file()) == []
     stale = [p.name for p in texts if re.search(r"(?<![\w/])benchmarks/\w+\.py", p.read_text())]
     assert stale == [], f"{stale} still name the old benchmarks/ folder"
+
+
+def test_every_package_is_listed_for_the_wheel():
+    """pyproject lists the packages (tasks/ is mapped to ``ictrepro.tasks``): a new
+    subpackage missing from the list would be missing from every non-editable install."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "ictrepro").rglob("__init__.py")
+    }
+    assert config["package-dir"] == {"ictrepro.tasks": "tasks"}
+    assert (ROOT / "tasks" / "__init__.py").is_file()
+    assert sorted(config["packages"]) == sorted(on_disk | {"ictrepro.tasks"})

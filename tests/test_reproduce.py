@@ -10,7 +10,7 @@ from conftest import flat
 from typer.testing import CliRunner
 
 from ictrepro.cli import app
-from ictrepro.runs import load_record
+from ictrepro.rundir import load_record
 from ictrepro.stages.reproduce import make_plan, reproduce
 
 

@@ -8,19 +8,23 @@ import json
 import pytest
 
 from ictrepro.errors import ConfigError, DataError
-from ictrepro.io import sha256_file, sha256_json
+from ictrepro.evaluate.passk import mean_pass_at
+from ictrepro.io import hash_outputs, sha256_file, sha256_json
 from ictrepro.rundir import (
     BASE,
     ModelId,
     ProblemCount,
     ProblemSamples,
     RunDir,
+    RunDirConflict,
     SamplesFile,
     ScoreRecord,
-    mean_pass_at,
+    StageRecord,
+    decide,
+    is_current,
     read_score,
+    write_record,
 )
-from ictrepro.runs import is_current
 
 
 @pytest.mark.parametrize(
@@ -107,6 +111,66 @@ def test_a_score_record_is_current_until_its_samples_change(tmp_path):
     assert not is_current(None, sha256_json({"seed": 0}), path.parent)
 
 
+def test_a_score_record_is_decided_on_its_own_in_a_shared_folder(tmp_path):
+    """Eval's records share ``eval/<model>/``: nothing is refused, whatever is not current
+    is re-made, and --force re-makes a current one."""
+    record, _ = _record(tmp_path)
+    path = RunDir(tmp_path).score_path(BASE, "tiny-gsm8k")
+    assert decide(path, {"seed": 0}, shared=True) == "fresh"
+    record.write(path)
+    assert decide(path, {"seed": 0}, shared=True) == "current"
+    assert decide(path, {"seed": 0}, shared=True, force=True) == "redo"
+    assert decide(path, {"seed": 1}, shared=True) == "redo"
+    path.write_text("{not json")
+    assert decide(path, {"seed": 0}, shared=True) == "redo"
+
+
+def _stage(folder, identity, status="done"):
+    """A stage in ``folder`` with one output file and its record."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "out.txt").write_text("result")
+    outputs = hash_outputs(folder, ["out.txt"]) if status == "done" else {}
+    write_record(folder, StageRecord("demo", status, {"c": 1}, identity, outputs, {}))
+    return folder / "demo.json"
+
+
+def test_decide_runs_a_stage_once_and_redoes_a_changed_output(tmp_path):
+    record = tmp_path / "run" / "demo.json"
+    assert decide(record, {"lr": 1}) == "fresh"  # no folder
+    record.parent.mkdir()
+    assert decide(record, {"lr": 1}) == "fresh"  # an empty folder
+    _stage(record.parent, {"lr": 1})
+    assert decide(record, {"lr": 1}) == "current"
+    assert decide(record, {"lr": 1}, force=True) == "redo"
+    (record.parent / "out.txt").write_text("edited")
+    assert decide(record, {"lr": 1}) == "redo"  # a stage without resume runs again
+    with pytest.raises(RunDirConflict, match="--resume"):
+        decide(record, {"lr": 1}, resume=False)
+    assert decide(record, {"lr": 1}, resume=True) == "resume"
+
+
+def test_decide_resumes_only_when_asked(tmp_path):
+    record = _stage(tmp_path / "run", {"lr": 1}, status="running")
+    assert decide(record, {"lr": 1}) == "redo"
+    assert decide(record, {"lr": 1}, resume=True) == "resume"
+    with pytest.raises(RunDirConflict, match="unfinished run of this config; pass --resume"):
+        decide(record, {"lr": 1}, resume=False)
+
+
+def test_decide_refuses_another_config_and_foreign_files(tmp_path):
+    record = _stage(tmp_path / "run", {"rl": {"lr": 1, "beta": 0}})
+    with pytest.raises(RunDirConflict, match=r"different config.*--force") as err:
+        decide(record, {"rl": {"lr": 2, "beta": 0}}, resume=True)
+    assert "rl.lr: 1 (recorded) != 2 (now)" in str(err.value)
+    assert "beta" not in str(err.value)
+    assert decide(record, {"rl": {"lr": 2, "beta": 0}}, force=True) == "redo"
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirConflict, match="not made by `ictrepro demo`"):
+        decide(foreign / "demo.json", {"lr": 1})
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
@@ -141,3 +205,16 @@ def test_a_bad_samples_line_is_named(tmp_path):
     path.write_text("{oops\n")
     with pytest.raises(DataError, match=r"s.samples.jsonl:1: not valid JSON"):
         SamplesFile.read(path)
+
+
+def test_train_dir_layout(tmp_path):
+    """A training run's paths, and the outputs its record hashes, are RunDir's."""
+    run = RunDir(tmp_path)
+    model = ModelId("ict", 1)
+    folder = run.train_run(model)
+    assert folder.root == tmp_path / "train" / "ict-seed1"
+    assert folder.record == folder.root / "train.json"
+    assert run.metrics(model) == folder.metrics == folder.root / "metrics.jsonl"
+    assert run.model_dir(model) == folder.final_model == folder.root / "final_model"
+    assert folder.outputs == ("final_model", "metrics.jsonl")
+    assert run.relative(run.data, run.calibration) == ("data", "calibration.json")

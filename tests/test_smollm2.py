@@ -92,7 +92,7 @@ def test_prepare_records_the_real_model(smollm2_run):
 
 
 def test_prepare_again_is_current_and_a_changed_config_is_refused(smollm2_run, tmp_path):
-    from ictrepro.runs import RunDirConflict
+    from ictrepro.rundir import RunDirConflict
     from ictrepro.stages.prepare import prepare
 
     config = small_config(

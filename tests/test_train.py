@@ -26,7 +26,7 @@ from ictrepro.config import RLSpec, apply_overrides, load_overrides, parse_assig
 from ictrepro.errors import ConfigError, TrainingDiverged, UserModuleError
 from ictrepro.presets import prepare_preset, train_preset
 from ictrepro.rollout.base import Completion
-from ictrepro.runs import RunDirConflict, load_record
+from ictrepro.rundir import RunDirConflict, load_record
 from ictrepro.stages.prepare import prepare
 from ictrepro.stages.train import train, train_dir
 from ictrepro.train import grpo as grpo_module

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ictrepro.presets import prepare_preset
-from ictrepro.runs import load_record
+from ictrepro.rundir import load_record
 from ictrepro.stages.prepare import prepare
 
 HELPER = Path(__file__).parent / "helpers" / "train_scripted.py"

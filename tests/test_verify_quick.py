@@ -13,13 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from ictrepro.data.verifier_corpus import benchmark_sources, tiny_suite_sources
 from ictrepro.verify import GradeRequest, Verdict, Verifier
-from ictrepro.verify.corpus import (
-    benchmark_sources,
-    build_corpus,
-    recorded_source,
-    tiny_suite_sources,
-)
+from ictrepro.verify.corpus import build_corpus, recorded_source
 from ictrepro.verify.grade import (
     DECIDED_BY,
     clear_caches,

@@ -583,7 +583,7 @@ def _load_hub(spec: BenchmarkSpec) -> list[Problem]:
         )
 
     try:
-        import datasets
+        import datasets  # here: slow to import, and only the hub path needs it
     except ImportError as exc:
         raise unavailable(spec.configs[0], exc) from exc
     problems: list[Problem] = []

@@ -1,4 +1,4 @@
-"""Run the ``ictrepro_*`` lm-eval tasks (``ictrepro/tasks/``, package data) from Python.
+"""Run the ``ictrepro_*`` lm-eval tasks (``tasks/``, the package ``ictrepro.tasks``) from Python.
 
 :func:`run_lm_eval` calls ``lm_eval.simple_evaluate`` with the chat template applied and
 every sample logged, and returns, per task, lm-eval's pass@k and, per problem, the
@@ -21,11 +21,13 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ictrepro.data.records import Problem
 from ictrepro.errors import ConfigError
+from ictrepro.io import read_jsonl
 
 #: The filter every ictrepro task declares; it keeps all ``repeats`` samples of a problem.
 FILTER = "all_samples"
@@ -64,7 +66,7 @@ def doc_to_problem(doc: dict[str, Any]) -> Problem:
 
 
 @dataclass(frozen=True)
-class ProblemSamples:
+class LoggedProblem:
     """One problem as lm-eval ran it: its prompt, its n responses and lm-eval's pass@k."""
 
     doc_id: int
@@ -89,7 +91,7 @@ class TaskResult:
     """Samples per problem (``repeats``)."""
     pass_at: dict[int, float]
     """Mean over problems with a gradable gold, as lm-eval aggregated it."""
-    problems: tuple[ProblemSamples, ...]
+    problems: tuple[LoggedProblem, ...]
     generation_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def problem_list(self) -> list[Problem]:
@@ -125,9 +127,18 @@ class TaskResult:
 # ------------------------------------------------------------------------------- running
 
 
-#: The task YAMLs and their ``utils.py``, shipped inside the package (package data), so
-#: every install has them: ``lm_eval --include_path`` takes this folder.
-TASKS_DIR = Path(__file__).resolve().parents[1] / "tasks"
+def _find_tasks() -> Path:
+    """The checkout's top-level ``tasks/`` when ictrepro runs from a checkout (its sources,
+    even if another copy is installed), else the installed package ``ictrepro.tasks``."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "tasks" / "utils.py").is_file():
+        return checkout / "tasks"
+    return Path(str(resources.files("ictrepro.tasks")))
+
+
+#: The task YAMLs and their ``utils.py`` (shipped as the package ``ictrepro.tasks``, so
+#: every install has them): ``lm_eval --include_path`` takes this folder.
+TASKS_DIR = _find_tasks()
 
 
 def _tasks_dir(tasks_dir: str | Path | None) -> Path:
@@ -156,10 +167,10 @@ def _prompt(arguments: Any) -> str:
     return arguments[0][0]
 
 
-def _problem_samples(sample: dict[str, Any]) -> ProblemSamples:
+def _problem_samples(sample: dict[str, Any]) -> LoggedProblem:
     [responses] = sample["filtered_resps"]  # one request per problem, holding its n samples
     ks = sorted(int(key.removeprefix("pass@")) for key in sample if key.startswith("pass@"))
-    return ProblemSamples(
+    return LoggedProblem(
         doc_id=int(sample["doc_id"]),
         problem=doc_to_problem(sample["doc"]),
         prompt=_prompt(sample["arguments"]),
@@ -180,18 +191,16 @@ def _task_result(task: str, row: dict[str, Any], samples: list[dict], config: di
     )
 
 
-def read_logged_samples(path: str | Path) -> tuple[ProblemSamples, ...]:
+def read_logged_samples(path: str | Path) -> tuple[LoggedProblem, ...]:
     """The problems and responses of one task from the ``samples_<task>_<date>.jsonl`` file
     that ``lm_eval ... --log_samples --output_path OUT`` writes, in problem order."""
-    from ictrepro.io import read_jsonl
-
     rows = [r for r in read_jsonl(Path(path)) if r.get("filter") == FILTER]
     if not rows:
         raise ValueError(f"{path}: no samples of filter {FILTER!r} (not an ictrepro task?)")
     return tuple(_problem_samples(r) for r in sorted(rows, key=lambda r: r["doc_id"]))
 
 
-def response_records(problems: Sequence[ProblemSamples]) -> list[dict[str, str]]:
+def response_records(problems: Sequence[LoggedProblem]) -> list[dict[str, str]]:
     """One ``{"id", "response"}`` per sample: the lines ``ictrepro score --responses`` reads."""
     return [{"id": p.id, "response": r} for p in problems for r in p.responses]
 
@@ -235,6 +244,7 @@ def run_lm_eval(
         tasks_dir: a folder of task YAMLs to use instead of the package's (:data:`TASKS_DIR`).
         bootstrap_iters: passed to lm-eval (the pass@k aggregation has no stderr either way).
     """
+    # here: lm-eval is an optional extra, and slow to import
     import lm_eval
     from lm_eval.tasks import TaskManager
 

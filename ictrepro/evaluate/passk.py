@@ -10,7 +10,8 @@ binomials. Taking "the first k of n" instead is a different, higher-variance est
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -48,3 +49,25 @@ def mean_pass_at_k(num_samples: Sequence[int], num_correct: Sequence[int], k: in
             [pass_at_k(int(n), int(c), k) for n, c in zip(num_samples, num_correct, strict=True)]
         )
     )
+
+
+class Counts(Protocol):
+    """A problem's sample and correct counts (e.g. a score record's ``ProblemCount``)."""
+
+    @property
+    def n_samples(self) -> int: ...
+
+    @property
+    def n_correct(self) -> int: ...
+
+
+def mean_pass_at(problems: Sequence[Counts], ks: Iterable[int]) -> dict[int, float]:
+    """pass@k for each k: the mean over problems of the unbiased estimator (NaN without
+    problems). numpy's mean, as :func:`ictrepro.evaluate.score.score_problems` takes it,
+    so the same counts give the same bits."""
+    return {
+        k: float(np.mean([pass_at_k(p.n_samples, p.n_correct, k) for p in problems]))
+        if problems
+        else float("nan")
+        for k in ks
+    }

@@ -110,6 +110,7 @@ def load_pretrained(
     without a pad token gets its EOS token as pad (batched sampling needs one; padding is
     masked everywhere, so which token it is does not matter).
     """
+    # here: torch and transformers take seconds; resolve_source and --help need neither
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

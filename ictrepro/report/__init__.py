@@ -1,8 +1,9 @@
 """The report of a run: tables, gains, plots and summary (``ictrepro report``).
 
-Reads ``RUN/eval/<model>/<benchmark>.samples.jsonl`` (``<model>`` is ``base`` or
-``<method>-seed<s>``), ``RUN/eval/<model>/<benchmark>.score.json`` (decoding settings only)
-and ``RUN/train/<method>-seed<s>/metrics.jsonl``, and writes to ``RUN/report/``::
+Reads the score records ``RUN/eval/<model>/<benchmark>.score.json`` (``<model>`` is
+``base`` or ``<method>-seed<s>``: each problem's sample and correct counts, and the decoding
+settings; the samples files beside them are not read) and
+``RUN/train/<method>-seed<s>/metrics.jsonl``, and writes to ``RUN/report/``::
 
     report.md          what was run, tables per method, gains, the paper's numbers, plots
     summary.json       every number of report.md, machine-readable (percent / points)
@@ -23,9 +24,9 @@ One module per step, each feeding the next:
 The numbers (all in percent; gains in percentage points):
 
 - P@k of a (model, benchmark): the mean over the benchmark's gradable problems of the
-  unbiased pass@k, recomputed here from each problem's ``n_correct`` and number of
-  responses (a problem with an ``ungradable`` verdict is left out). Never read from
-  ``score.json``. Total = (P@1 + P@4) / 2, per problem and hence per benchmark.
+  unbiased pass@k, recomputed here from each problem's counts in its score record (a
+  problem with an ``ungradable`` gold answer is left out). Never the record's own
+  ``pass_at``. Total = (P@1 + P@4) / 2, per problem and hence per benchmark.
 - A (method, benchmark) cell: mean, std (ddof 1) and two-level bootstrap interval over
   training seeds (:func:`ictrepro.evaluate.aggregate.aggregate_seeds`). ``base`` is one model.
 - A method's average: per seed, the mean over the benchmarks that every seed of the method

@@ -25,8 +25,7 @@ import numpy as np
 from ictrepro.errors import DataError, RunDirError
 from ictrepro.evaluate.passk import pass_at_k
 from ictrepro.io import read_jsonl
-from ictrepro.rundir import ModelId, RunDir, ScoreRecord, read_score
-from ictrepro.runs import record_path
+from ictrepro.rundir import ModelId, RunDir, ScoreRecord, TrainDir, read_score
 
 BASE = ModelId.BASE_NAME
 
@@ -113,7 +112,7 @@ def load_run(run_dir: Path | str, methods: Collection[str] | None = None) -> Loa
         rl_configs={
             model.name: (model.method, rl)
             for model, folder in run.training_runs().items()
-            if keep(model) and (rl := _config(record_path(folder, "train"), "rl")) is not None
+            if keep(model) and (rl := _config(TrainDir(folder).record, "rl")) is not None
         },
     )
 
@@ -162,7 +161,7 @@ def _presets(run: RunDir) -> tuple[str, ...]:
     """Presets recorded by ``prepare.json`` and the training runs' ``train.json``."""
     records = [
         run.record("prepare"),
-        *(record_path(d, "train") for d in run.training_runs().values()),
+        *(TrainDir(d).record for d in run.training_runs().values()),
     ]
     presets = {str(p) for p in (_config(path, "preset") for path in records) if p is not None}
     return tuple(sorted(presets))

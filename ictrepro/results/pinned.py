@@ -36,6 +36,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ictrepro import __version__
+from ictrepro.determinism import numerics_provenance
 from ictrepro.errors import DataError
 from ictrepro.evaluate.passk import mean_pass_at_k
 from ictrepro.io import (
@@ -46,7 +48,8 @@ from ictrepro.io import (
     sha256_file,
     sha256_json,
 )
-from ictrepro.rundir import RunDir
+from ictrepro.results.paper import PaperDataError, load_paper
+from ictrepro.rundir import RunDir, load_record, recorded_jobs, recorded_times
 
 #: Relative: ``results/`` of the current directory, as ``ictrepro check --help`` says.
 RESULTS_DIR = Path("results")
@@ -122,12 +125,7 @@ def pin_run(
 
     ``jobs``: the worker processes the run was made with (default: its ``reproduce.json``).
     """
-    import torch
-
-    from ictrepro import __version__
-    from ictrepro.determinism import numerics_provenance
-    from ictrepro.runs import load_record
-    from ictrepro.stages.reproduce import recorded_jobs
+    import torch  # here: only pinning needs its version, and torch takes seconds to import
 
     run_dir = Path(run_dir)
     rundir = RunDir(run_dir)
@@ -174,14 +172,6 @@ def pin_run(
     return out
 
 
-def recorded_times(run_dir: Path) -> dict[str, float]:
-    """Wall time of each stage of the run's reproduction (``reproduce.json``; empty if none)."""
-    path = RunDir(run_dir).reproduce_record
-    if not path.is_file():
-        return {}
-    return dict(json.loads(path.read_text(encoding="utf-8")).get("times_s", {}))
-
-
 def write_manifest(results_dir: Path = RESULTS_DIR) -> Path:
     """``MANIFEST.sha256``: ``<sha256>  <relative path>`` of every other file, sorted."""
     root = Path(results_dir)
@@ -200,8 +190,6 @@ def write_manifest(results_dir: Path = RESULTS_DIR) -> Path:
 def check_results(results_dir: Path = RESULTS_DIR) -> list[str]:
     """Problems found in ``results_dir`` and in the package's paper numbers (empty when
     everything checks out)."""
-    from ictrepro.results.paper import PaperDataError, load_paper
-
     root = Path(results_dir)
     if not root.is_dir():
         return [f"{root}: no such folder; run in a checkout or pass --results CHECKOUT/results"]
@@ -357,7 +345,6 @@ def world_identity(run_dir: Path) -> dict[str, str | None]:
     version); ``base_model_sha256`` hashes every file of the base model as evaluations
     hash a model (it equals the base model's ``identity.model_sha256``). ``None`` where
     the run has no finished prepare."""
-    from ictrepro.runs import load_record
 
     record = load_record(run_dir, "prepare") or {}
     outputs = record.get("outputs") or {}

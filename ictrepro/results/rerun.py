@@ -1,4 +1,4 @@
-"""``ictrepro check --rerun``: reproduce a quick subset of a preset and compare it with the
+"""Judge a re-run (``ictrepro check --rerun``, :mod:`ictrepro.stages.check`) against the
 pinned results, bit for bit where that can be expected, statistically otherwise.
 
 Which mode, and why: both sides' numerics (:mod:`ictrepro.determinism`) are printed. When
@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ictrepro.determinism import differences
 from ictrepro.results.pinned import (
     RESULTS_DIR,
     ResultsError,
@@ -25,19 +28,12 @@ from ictrepro.results.pinned import (
     read_pinned_scores,
     world_identity,
 )
-from ictrepro.rundir import RunDir
-
-#: A quick subset of a preset's reproduction that `check --rerun` repeats.
-RERUN_METHODS = ("grpo", "ict")
-RERUN_SEEDS = (0,)
+from ictrepro.results.rerun_stats import between_run_variance, rerun_test
+from ictrepro.rundir import RunDir, load_record
 
 
 def between_run_variances(records: list[dict[str, Any]]) -> dict[str, float]:
     """``{benchmark: tau2}`` from the pinned seeds of every method (``rerun_stats``)."""
-    import numpy as np
-
-    from ictrepro.results.rerun_stats import between_run_variance
-
     runs: dict[str, dict[str, list[Any]]] = {}
     for r in records:
         if r["seed"] is not None:
@@ -112,41 +108,11 @@ def _flat(record: dict[str, Any]) -> dict[str, str]:
     return flat
 
 
-def rerun_check(
-    preset: str,
-    work_dir: Path,
-    *,
-    results_dir: Path = RESULTS_DIR,
-    methods: tuple[str, ...] = RERUN_METHODS,
-    seeds: tuple[int, ...] = RERUN_SEEDS,
-    show_progress: bool = False,
-) -> RerunOutcome:
-    """Reproduce a subset of ``preset`` in ``work_dir`` and compare it with the pinned results.
-
-    Bit-identical mode when every re-run count equals the pinned one, or when both sides'
-    numerics (:mod:`ictrepro.determinism`) and CPU are the same, so that any difference is
-    a change of the build. Otherwise statistical mode: the re-run passes when it is
-    consistent with the pinned counts (:func:`ictrepro.results.rerun_stats.rerun_test`).
-    """
-    from ictrepro.determinism import numerics_provenance
-    from ictrepro.stages.reproduce import make_plan, reproduce
-
-    provenance = load_provenance(preset, results_dir)
-    plan = make_plan(preset, work_dir, methods=methods, seeds=seeds)
-    reproduce(plan, jobs=provenance.get("training_jobs", 1), show_progress=show_progress)
-    return judge_rerun(preset, work_dir, numerics_provenance(), results_dir=results_dir)
-
-
 def judge_rerun(
     preset: str, work_dir: Path, here: dict[str, Any], *, results_dir: Path = RESULTS_DIR
 ) -> RerunOutcome:
     """Compare the evaluated re-run in ``work_dir``, made with numerics ``here``, with the
-    pinned results of ``preset`` (the modes: :func:`rerun_check`)."""
-    import numpy as np
-
-    from ictrepro.determinism import differences
-    from ictrepro.results.rerun_stats import rerun_test
-
+    pinned results of ``preset`` (the modes: :func:`ictrepro.stages.check.rerun_check`)."""
     provenance = load_provenance(preset, results_dir)
     records = read_pinned_scores(preset, results_dir)
     pinned = {(r["model"], r["benchmark"]): r for r in records}
@@ -210,8 +176,6 @@ def _stage_divergence(
 ) -> dict[str, str]:
     """Per stage, whether the re-run's outputs equal the pinned run's by hash: the base
     model (prepare) and each re-run training run's final model."""
-    from ictrepro.runs import load_record
-
     stages = {}
     world = pinned_world(preset, results_dir)
     here = world_identity(work_dir)

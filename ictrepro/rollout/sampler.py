@@ -14,10 +14,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from ictrepro.errors import ConfigError
 from ictrepro.rollout.base import Completion, Sampler
 from ictrepro.rollout.hf import hf_generate
-from ictrepro.rollout.params import SamplingParams
-
-#: The backends ``make_sampler`` builds (``rl.sampler``).
-SAMPLERS = ("hf", "vllm")
+from ictrepro.rollout.params import SAMPLERS, SamplingParams, VLLMSpec
+from ictrepro.rollout.vllm import VLLMSampler, make_engine
 
 
 class HFSampler:
@@ -65,14 +63,11 @@ def make_sampler(
     max_model_len: int = 2048,
 ) -> Sampler:
     """The sampler backend ``name`` (``"hf"`` or ``"vllm"``); unknown names list the valid
-    ones. The vLLM engine loads ``model_path`` with ``vllm_settings`` (``VLLMSpec``; lazy
-    import: an error says to install the ``gpu`` extra when vLLM is missing)."""
+    ones. The vLLM engine loads ``model_path`` with ``vllm_settings`` (``VLLMSpec``; vLLM
+    itself is imported then: an error says to install the ``gpu`` extra when it is missing)."""
     if name == "hf":
         return HFSampler(model, tokenizer, batch_size=batch_size)
     if name == "vllm":
-        from ictrepro.config import VLLMSpec
-        from ictrepro.rollout.vllm import VLLMSampler, make_engine
-
         engine = make_engine(
             model_path or model.name_or_path,
             vllm_settings or VLLMSpec(),

@@ -1,1 +1,1 @@
-"""The stages the CLI runs, each reading and writing a run directory (see ``runs.py``)."""
+"""The stages the CLI runs, each reading and writing a run directory (see ``rundir.py``)."""

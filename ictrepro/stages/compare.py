@@ -40,8 +40,7 @@ from ictrepro.results.pinned import (
     world_differences,
     world_identity,
 )
-from ictrepro.rundir import ModelId, ProblemCount, RunDir, ScoreRecord
-from ictrepro.runs import load_record
+from ictrepro.rundir import ModelId, ProblemCount, RunDir, ScoreRecord, load_record
 from ictrepro.stages.eval import load_task
 from ictrepro.stages.reproduce import make_plan, reproduce
 from ictrepro.verify import Verdict, grade

@@ -9,7 +9,7 @@ run, on each benchmark, and writes (the formats: :mod:`ictrepro.rundir`)::
 ``<model>`` is ``base`` or ``<method>-seed<seed>``. A score record holds the model's weights
 hash, the problems' hash and the settings (its identity) and the samples file's hash; a
 re-run skips every (model, benchmark) whose record is current
-(:func:`ictrepro.runs.is_current`), so an interrupted evaluation resumes where it stopped.
+(:func:`ictrepro.rundir.decide`), so an interrupted evaluation resumes where it stopped.
 
 Benchmarks are the tiny suites of the run (``RUN/data/test/<suite>.jsonl``) or the paper's
 benchmarks by name (``ictrepro.data.benchmarks``: the hub, or ``--data-dir``).
@@ -18,7 +18,6 @@ benchmarks by name (``ictrepro.data.benchmarks``: the hub, or ``--data-dir``).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,9 +45,10 @@ from ictrepro.rundir import (
     RunDir,
     SamplesFile,
     ScoreRecord,
+    decide,
+    load_record,
     read_score,
 )
-from ictrepro.runs import is_current, load_record
 from ictrepro.verify import GradeRequest, Verdict
 
 HARNESSES = ("ours", "lm-eval")
@@ -108,8 +108,9 @@ def load_task(
         problems = load_test_split(Path(run_dir), name)
         spec = tiny_eval_spec(Path(run_dir))
         sampling, ks = spec.sampling, spec.ks
-    elif data_dir is None and prepared is not None and name in prepared:
-        # A benchmark prepared into the run: its (sub)set and decoding as prepared.
+    elif prepared is not None and name in prepared:
+        # A benchmark prepared into the run: its (sub)set and decoding as prepared, whatever
+        # data_dir says (that is for benchmarks the run was not prepared with).
         problems = read_prepared(prepared[name].path)
         sampling, ks = prepared[name].sampling, prepared[name].ks
     else:
@@ -150,16 +151,6 @@ def run_models(run_dir: Path) -> dict[ModelId, Path]:
         if record is not None and record["status"] == "done":
             models[model] = rundir.model_dir(model)
     return models
-
-
-def _is_current(path: Path, identity: dict[str, Any]) -> bool:
-    """Whether the score record at ``path`` is done and current for ``identity``; a record
-    that cannot be read (an interrupted write of an older version) is re-made."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return False
-    return is_current(record, sha256_json(identity), path.parent)
 
 
 def evaluate_run(
@@ -211,6 +202,12 @@ def evaluate_run(
         )
     names = list(benchmarks) if benchmarks else default_benchmarks(run_dir)
     tasks = [load_task(b, run_dir=run_dir, data_dir=data_dir, n=n) for b in names]
+    prepared = prepared_benchmarks(run_dir) or {}
+    if data_dir is not None and prepared.keys() & set(names):
+        console.print(
+            f"eval: {', '.join(b for b in names if b in prepared)}: the problems and decoding "
+            f"prepared in {rundir.data} (--data-dir {data_dir} is for other benchmarks)"
+        )
     results: dict[ModelId, dict[str, ScoreRecord]] = defaultdict(dict)
     with Verifier(workers=workers) as verifier:
         for model in chosen:
@@ -226,7 +223,7 @@ def evaluate_run(
                     "backend": backend if harness == "ours" else "lm-eval",
                 }
                 path = rundir.score_path(model, task.name)
-                if not force and _is_current(path, identity):
+                if decide(path, identity, force=force, shared=True) == "current":
                     results[model][task.name] = read_score(path)
                 else:
                     todo.append((task, identity))
@@ -247,9 +244,7 @@ def evaluate_run(
                         responses, finished = _sample_ours(task, sampler, tokenizer, seed, advance)
                     else:
                         # Benchmarks prepared into the run are read by lm-eval from there.
-                        lm_data_dir = data_dir
-                        if lm_data_dir is None and prepared_benchmarks(run_dir) is not None:
-                            lm_data_dir = rundir.data / "test"
+                        lm_data_dir = rundir.data / "test" if task.name in prepared else data_dir
                         responses, lm_pass_at = _sample_lm_eval(
                             task, model_dir, run_dir, lm_data_dir, seed, advance
                         )

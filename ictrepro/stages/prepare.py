@@ -41,14 +41,12 @@ from ictrepro.models.build import build_model, count_parameters
 from ictrepro.models.tokenizer import train_tokenizer
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.hf import hf_generate
-from ictrepro.rundir import RunDir
-from ictrepro.runs import StageRecord, load_record, stage_state, write_record
+from ictrepro.rundir import RunDir, StageRecord, data_file, decide, load_record, write_record
+from ictrepro.stages.prepare_pretrained import prepare_pretrained
 from ictrepro.train.sft import run_sft
 from ictrepro.verify import Verifier
 
 STAGE = "prepare"
-#: Relative to the run directory (the layout: ``ictrepro.rundir``).
-OUTPUTS = ("data", "base_model", "sft_log.jsonl", "calibration.json")
 
 
 @dataclass(frozen=True)
@@ -207,8 +205,6 @@ def prepare(
 ) -> PrepareResult:
     """Build (or confirm up to date) the run directory of ``config``; see module docstring."""
     if isinstance(config, PretrainedPrepareConfig):
-        from ictrepro.stages.prepare_pretrained import prepare_pretrained
-
         skipped, record = prepare_pretrained(
             config, run_dir, force=force, show_progress=show_progress, console=console
         )
@@ -216,7 +212,7 @@ def prepare(
     console = console or Console(quiet=not show_progress)
     run_dir = Path(run_dir)
     config_sha = config.sha256()
-    state = stage_state(run_dir, STAGE, config_sha, force=force)
+    state = decide(RunDir(run_dir).record(STAGE), config.to_json(), force=force)
     if state == "current":
         console.print(f"[green]prepare: {run_dir} is up to date[/] (config {config_sha[:12]})")
         return PrepareResult(run_dir, True, load_record(run_dir, STAGE) or {})
@@ -224,14 +220,14 @@ def prepare(
     timings: dict[str, float] = {}
     start = time.perf_counter()
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_record(run_dir, StageRecord(STAGE, "running", config.to_json(), config_sha, {}, {}))
+    write_record(run_dir, StageRecord(STAGE, "running", config.to_json(), config.to_json(), {}, {}))
 
     t = time.perf_counter()
     data = build_data(config)
     # One directory swap for all data files, so no stale file of an earlier config survives.
     with atomic_directory(RunDir(run_dir).data) as tmp:
         for name, problems in data.items():
-            atomic_write_jsonl(tmp / f"{name}.jsonl", (p.to_json() for p in problems))
+            atomic_write_jsonl(data_file(tmp, name), (p.to_json() for p in problems))
     timings["data_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -252,7 +248,7 @@ def prepare(
     with atomic_directory(RunDir(run_dir).base_model) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-    atomic_write_jsonl(run_dir / "sft_log.jsonl", sft_log)
+    atomic_write_jsonl(RunDir(run_dir).sft_log, sft_log)
 
     t = time.perf_counter()
     tests = {name.removeprefix("test/"): v for name, v in data.items() if name.startswith("test/")}
@@ -271,7 +267,7 @@ def prepare(
             for s, v in scores.items()
         },
     }
-    atomic_write_json(run_dir / "calibration.json", calibration)
+    atomic_write_json(RunDir(run_dir).calibration, calibration)
     timings["total_s"] = time.perf_counter() - start
 
     info = {
@@ -281,8 +277,11 @@ def prepare(
         "final_sft_loss": sft_log[-1]["loss"],
         "torch_threads": torch.get_num_threads(),
     }
-    outputs = hash_outputs(run_dir, OUTPUTS)
-    record = StageRecord(STAGE, "done", config.to_json(), config_sha, outputs, info)
+    rundir = RunDir(run_dir)
+    outputs = hash_outputs(
+        run_dir, rundir.relative(rundir.data, rundir.base_model, rundir.sft_log, rundir.calibration)
+    )
+    record = StageRecord(STAGE, "done", config.to_json(), config.to_json(), outputs, info)
     write_record(run_dir, record)
     console.print(calibration_table(scores, f"Base model ({config.preset}, seed {config.seed})"))
     console.print(f"prepare: done in {timings['total_s']:.0f} s -> {run_dir}")

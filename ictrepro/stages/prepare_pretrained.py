@@ -17,6 +17,7 @@ tiny world's ``prepare``: ``train`` and ``eval`` need neither the hub nor ``--da
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import time
 from dataclasses import dataclass
@@ -27,8 +28,9 @@ from rich.console import Console
 
 from ictrepro.config import PretrainedPrepareConfig
 from ictrepro.data.benchmarks import BENCHMARKS, PAPER_BENCHMARKS, TRAINING_SETS, load_benchmark
+from ictrepro.data.prompts import render_prompt
 from ictrepro.data.records import Problem
-from ictrepro.errors import ConfigError, DataError
+from ictrepro.errors import DataError
 from ictrepro.io import (
     atomic_directory,
     atomic_write_json,
@@ -37,13 +39,20 @@ from ictrepro.io import (
     read_jsonl,
     sha256_file,
 )
+from ictrepro.models.build import count_parameters
+from ictrepro.models.load import load_pretrained, resolve_source
 from ictrepro.rollout.params import SamplingParams
-from ictrepro.rundir import RunDir
+from ictrepro.rundir import (
+    EVAL_SETTINGS,
+    RunDir,
+    StageRecord,
+    data_file,
+    decide,
+    load_record,
+    write_record,
+)
 
 STAGE = "prepare"
-OUTPUTS = ("data", "base_model")
-#: Relative to ``RUN/data/``: the evaluation settings ``ictrepro eval`` reads.
-EVAL_SETTINGS = "eval.json"
 
 
 @dataclass(frozen=True)
@@ -54,32 +63,6 @@ class PreparedBenchmark:
     path: Path
     sampling: SamplingParams
     ks: tuple[int, ...]
-
-
-def check_config(config: PretrainedPrepareConfig) -> None:
-    """Names of training sets and benchmarks are known; limits are positive."""
-    for name in config.train_sets:
-        if name not in TRAINING_SETS:
-            raise ConfigError(
-                f"unknown RL training set {name!r}; valid: {', '.join(TRAINING_SETS)}"
-            )
-    if not config.train_sets:
-        raise ConfigError("no RL training set; pass --train-sets gsm8k_train,math_train")
-    evaluation = [n for n, s in BENCHMARKS.items() if s.is_evaluation]
-    for name in (*config.benchmarks, *config.skip_benchmarks, *dict(config.eval_limits)):
-        if name not in evaluation:
-            raise ConfigError(f"unknown benchmark {name!r}; valid: {', '.join(evaluation)}")
-    if not set(config.benchmarks) - set(config.skip_benchmarks):
-        raise ConfigError("every benchmark is skipped; nothing would be evaluated")
-    for name, n in config.eval_limits:
-        if n < 1:
-            raise ConfigError(f"eval_limits: {name} must keep at least 1 problem, got {n}")
-    sampling = config.eval_sampling
-    if sampling is not None and config.eval_ks and max(config.eval_ks) > sampling.n:
-        raise ConfigError(
-            f"eval_ks {config.eval_ks} needs at least {max(config.eval_ks)} samples per "
-            f"problem; eval_sampling.n is {sampling.n}"
-        )
 
 
 def deviations(config: PretrainedPrepareConfig) -> list[str]:
@@ -194,17 +177,12 @@ def prepare_pretrained(
     console: Console | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """Build (or confirm up to date) ``run_dir`` for ``config``: ``(skipped, record)``."""
-    from ictrepro.data.prompts import render_prompt
-    from ictrepro.models.build import count_parameters
-    from ictrepro.models.load import load_pretrained, resolve_source
-    from ictrepro.runs import StageRecord, load_record, stage_state, write_record
-
     console = console or Console(quiet=not show_progress)
     run_dir = Path(run_dir)
-    check_config(config)
+    config.check()
     source = resolve_source(config.model)  # a bad --model fails before anything is written
     config_sha = config.sha256()
-    state = stage_state(run_dir, STAGE, config_sha, force=force)
+    state = decide(RunDir(run_dir).record(STAGE), config.to_json(), force=force)
     if state == "current":
         console.print(f"[green]prepare: {run_dir} is up to date[/] (config {config_sha[:12]})")
         return True, load_record(run_dir, STAGE) or {}
@@ -218,12 +196,12 @@ def prepare_pretrained(
     timings["data_s"] = time.perf_counter() - start
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_record(run_dir, StageRecord(STAGE, "running", config.to_json(), config_sha, {}, {}))
+    write_record(run_dir, StageRecord(STAGE, "running", config.to_json(), config.to_json(), {}, {}))
     rundir = RunDir(run_dir)
     with atomic_directory(rundir.data) as tmp:
-        atomic_write_jsonl(tmp / "rl_train.jsonl", (p.to_json() for p in rl_train))
+        atomic_write_jsonl(data_file(tmp, "rl_train"), (p.to_json() for p in rl_train))
         for name, problems in tests.items():
-            atomic_write_jsonl(tmp / "test" / f"{name}.jsonl", (p.to_json() for p in problems))
+            atomic_write_jsonl(data_file(tmp, f"test/{name}"), (p.to_json() for p in problems))
         # A list: the benchmarks' order is the preset's (JSON objects are written sorted).
         settings = [{"name": name, **benchmark_settings(config, name)} for name in tests]
         atomic_write_json(tmp / EVAL_SETTINGS, settings)
@@ -260,7 +238,12 @@ def prepare_pretrained(
         "timings": {**timings, "total_s": time.perf_counter() - start},
     }
     record = StageRecord(
-        STAGE, "done", config.to_json(), config_sha, hash_outputs(run_dir, OUTPUTS), info
+        STAGE,
+        "done",
+        config.to_json(),
+        config.to_json(),
+        hash_outputs(run_dir, rundir.relative(rundir.data, rundir.base_model)),
+        info,
     )
     write_record(run_dir, record)
     console.print(
@@ -279,11 +262,9 @@ def prepared_benchmarks(run_dir: Path) -> dict[str, PreparedBenchmark] | None:
     """The benchmarks a pretrained-model run directory was prepared with (None: it was not;
     e.g. a tiny run, whose suites ``ictrepro eval`` knows itself)."""
     rundir = RunDir(run_dir)
-    path = rundir.data / EVAL_SETTINGS
+    path = rundir.eval_settings
     if not path.is_file():
         return None
-    import json
-
     settings = json.loads(path.read_text(encoding="utf-8"))
     return {
         s["name"]: PreparedBenchmark(

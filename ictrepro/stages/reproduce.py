@@ -17,7 +17,6 @@ count, so ``RUN/reproduce.json`` records the ``jobs`` (and each stage's wall tim
 from __future__ import annotations
 
 import contextlib
-import json
 import multiprocessing
 import os
 import sys
@@ -358,14 +357,6 @@ def _write_record(plan: Plan, jobs: int, times: dict[str, Any]) -> None:
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     atomic_write_json(RunDir(plan.run_dir).reproduce_record, record)
-
-
-def recorded_jobs(run_dir: Path) -> int | None:
-    """The ``jobs`` of the reproduction recorded in ``run_dir`` (None if there is none)."""
-    path = RunDir(run_dir).reproduce_record
-    if not path.is_file():
-        return None
-    return int(json.loads(path.read_text(encoding="utf-8"))["jobs"])
 
 
 def _report(run_dir: Path, console: Console) -> None:

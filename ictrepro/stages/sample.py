@@ -46,6 +46,7 @@ def sample(
     files; ``n`` overrides the benchmark's samples per problem. One sampler call covers
     every prompt, so the draws depend only on (model, prompts, settings, seed).
     """
+    # here: transformers takes seconds, which `ictrepro sample --help` should not wait for
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 

@@ -27,12 +27,19 @@ from ictrepro.config import TrainConfig
 from ictrepro.data.records import Problem
 from ictrepro.errors import RunDirError
 from ictrepro.io import hash_outputs, read_jsonl, sha256_json
-from ictrepro.rundir import ModelId, RunDir
-from ictrepro.runs import RunDirConflict, StageRecord, is_current, load_record, write_record
+from ictrepro.rundir import (
+    ModelId,
+    RunDir,
+    StageRecord,
+    TrainDir,
+    config_diff,
+    decide,
+    load_record,
+    write_record,
+)
 from ictrepro.train.checkpoint import list_checkpoints
 
 STAGE = "train"
-OUTPUTS = ("final_model", "metrics.jsonl")
 
 
 @dataclass(frozen=True)
@@ -83,46 +90,6 @@ def load_problems(path: Path) -> list[Problem]:
     return [Problem.from_json(r, where=f"{path}:{i + 1}") for i, r in enumerate(read_jsonl(path))]
 
 
-def config_diff(recorded: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
-    """``["rl.lr: 0.0002 (recorded) != 0.0001 (now)", ...]`` for every differing leaf."""
-    lines = []
-    for key in sorted(set(recorded) | set(current)):
-        a, b = recorded.get(key, "<absent>"), current.get(key, "<absent>")
-        if isinstance(a, dict) and isinstance(b, dict):
-            lines += config_diff(a, b, f"{prefix}{key}.")
-        elif a != b:
-            lines.append(f"{prefix}{key}: {a!r} (recorded) != {b!r} (now)")
-    return lines
-
-
-def _decide(out_dir: Path, identity: dict[str, Any], sha: str, *, resume: bool, force: bool) -> str:
-    """``"fresh"``, ``"current"`` (finished, nothing to do) or ``"resume"``; raises on conflict."""
-    if force or not out_dir.exists() or not any(out_dir.iterdir()):
-        return "fresh"
-    record = load_record(out_dir, STAGE)
-    if record is None:
-        raise RunDirConflict(
-            f"{out_dir} is not empty and has no {STAGE}.json record; move it away or pass --force"
-        )
-    if record["config_sha256"] != sha:
-        config = {k: v for k, v in record.get("config", {}).items() if k != "infra"}
-        recorded = {"config": config, "inputs": record.get("info", {}).get("inputs", {})}
-        diff = config_diff(recorded, identity) or ["(the record's hash does not match its content)"]
-        raise RunDirConflict(
-            f"{out_dir} holds a run of a different config; differing fields:\n  "
-            + "\n  ".join(diff)
-            + "\nUse another --run directory or method/seed, or --force to start this run over"
-        )
-    if is_current(record, sha, out_dir):
-        return "current"
-    if not resume:
-        raise RunDirConflict(
-            f"{out_dir} holds an unfinished run of this config; pass --resume to continue it "
-            "from its last checkpoint, or --force to start over"
-        )
-    return "resume"
-
-
 def infra_changes(out_dir: Path, config: TrainConfig) -> list[str]:
     """The ``infra`` fields whose value differs from the run's record (``config_diff`` lines)."""
     record = load_record(out_dir, STAGE) or {}
@@ -170,10 +137,10 @@ def train(
         cpu=cpu,
         step_scheduler_with_optimizer=False,
         log_with=None if report_to == "none" else report_to,
-        project_dir=out_dir / "tracking",
+        project_dir=TrainDir(out_dir).tracking,
     )
-    state = _decide(out_dir, identity, sha, resume=resume, force=force)
-    ignored = infra_changes(out_dir, config) if state != "fresh" else []
+    state = decide(TrainDir(out_dir).record, identity, resume=resume, force=force)
+    ignored = infra_changes(out_dir, config) if state in ("current", "resume") else []
     if ignored:
         console.print(
             "train: infra fields changed since the run started (they do not change results): "
@@ -184,13 +151,13 @@ def train(
         console.print(f"[green]train: {out_dir} is finished[/] (config {sha[:12]})")
         from ictrepro.train.metrics import MetricsLog
 
-        return TrainResult(out_dir, True, MetricsLog(out_dir / "metrics.jsonl").read())
+        return TrainResult(out_dir, True, MetricsLog(TrainDir(out_dir).metrics).read())
     if acc.is_main_process:
-        if state == "fresh" and out_dir.exists():
+        if state in ("fresh", "redo") and out_dir.exists():  # forced: start over
             shutil.rmtree(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         info = {"inputs": inputs, **({"infra_changed": ignored} if ignored else {})}
-        write_record(out_dir, StageRecord(STAGE, "running", config.to_json(), sha, {}, info))
+        write_record(out_dir, StageRecord(STAGE, "running", config.to_json(), identity, {}, info))
     acc.wait_for_everyone()
 
     problems = load_problems(data_path)
@@ -216,7 +183,7 @@ def train(
             start = trainer.load_checkpoint(checkpoints[-1])
             console.print(f"train: resuming {out_dir.name} after step {start}")
         trainer.train(start)
-        trainer.save_final_model(out_dir / "final_model")
+        trainer.save_final_model(TrainDir(out_dir).final_model)
     finally:
         if own_verifier:
             verifier.close()
@@ -228,8 +195,8 @@ def train(
             "num_processes": acc.num_processes,
             "train_time_s": sum(m["time_step_s"] for m in metrics),
         }
-        outputs = hash_outputs(out_dir, OUTPUTS)
-        write_record(out_dir, StageRecord(STAGE, "done", config.to_json(), sha, outputs, info))
+        outputs = hash_outputs(out_dir, TrainDir(out_dir).outputs)
+        write_record(out_dir, StageRecord(STAGE, "done", config.to_json(), identity, outputs, info))
         last = metrics[-1] if metrics else {}
         console.print(
             f"train: {config.method} seed {config.seed} done -> {out_dir} "

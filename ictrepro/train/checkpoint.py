@@ -19,13 +19,14 @@ from typing import Any
 from accelerate import Accelerator
 
 from ictrepro.io import atomic_directory, atomic_write_json
+from ictrepro.rundir import TrainDir
 
 CHECKPOINT_PREFIX = "step-"
 TRAINER_STATE = "trainer_state.json"
 
 
 def checkpoint_dir(out_dir: Path) -> Path:
-    return Path(out_dir) / "checkpoints"
+    return TrainDir(out_dir).checkpoints
 
 
 def list_checkpoints(directory: Path) -> list[Path]:

@@ -58,6 +58,7 @@ from ictrepro.progress import progress_bar
 from ictrepro.rollout.base import Completion, Sampler
 from ictrepro.rollout.params import SamplingParams
 from ictrepro.rollout.sampler import make_sampler
+from ictrepro.rundir import TrainDir
 from ictrepro.train import checkpoint
 from ictrepro.train.forks import fork_metrics, fork_positions
 from ictrepro.train.metrics import MetricsLog, MetricSums, selection_metrics
@@ -468,7 +469,7 @@ class GRPOTrainer:
         self.fork_world = any(p.meta.get("family", "").startswith("fork") for p in problems)
         self.temperature = self.rl.temperature_for_stats
         self.checkpoint_dir = checkpoint.checkpoint_dir(self.out_dir)
-        self.log = MetricsLog(self.out_dir / "metrics.jsonl", enabled=accelerator.is_main_process)
+        self.log = MetricsLog(TrainDir(self.out_dir).metrics, enabled=accelerator.is_main_process)
 
     # ------------------------------------------------------------------ the loop
 

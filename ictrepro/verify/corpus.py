@@ -12,8 +12,8 @@ The variants are written from the gold's text with plain string rules, independe
 :mod:`~ictrepro.verify.quick`, so that the corpus does not share the fast path's blind spots.
 
 Sources (:func:`build_corpus`): the real benchmark files of a data directory (every
-benchmark found there), the generated tiny suites, and ``tests/data/smollm2_graded.jsonl``
-(real responses of a small model) when given.
+benchmark found there) and the generated tiny suites (:mod:`ictrepro.data.verifier_corpus`),
+and ``tests/data/smollm2_graded.jsonl`` (real responses of a small model) when given.
 """
 
 from __future__ import annotations
@@ -148,45 +148,6 @@ def responses_for(source: Source, seed: int = 0) -> list[GradeRequest]:
         requests.append(GradeRequest(f"{REASONING}I could not finish.", gold, kind))
     requests += [GradeRequest(response, *golds[i]) for response, i in source.recorded]
     return requests
-
-
-def benchmark_sources(data_dir: Path) -> list[Source]:
-    """Every benchmark of ``data_dir`` (``<name>/test.jsonl`` or ``train.jsonl``, as
-    :func:`~ictrepro.data.benchmarks.load_benchmark` reads them), with their worked solutions
-    (MATH ``solution``, GSM8K ``orig_answer``) as recorded responses."""
-    from ictrepro.data.benchmarks import BENCHMARKS, load_benchmark, local_paths
-    from ictrepro.data.prompts import answer_kind
-
-    sources = []
-    for name in sorted(BENCHMARKS):
-        if not any(path.is_file() for path in local_paths(name, data_dir)):
-            continue
-        problems = load_benchmark(name, data_dir=data_dir)
-        worked = [
-            (p.solution or p.meta.get("orig_answer") or "", i) for i, p in enumerate(problems)
-        ]
-        sources.append(
-            Source(
-                name,
-                [(p.answer, answer_kind(p)) for p in problems],
-                [(text, i) for text, i in worked if isinstance(text, str) and text],
-            )
-        )
-    return sources
-
-
-def tiny_suite_sources(n_test: int = 64, seed: int = 0) -> list[Source]:
-    """The generated tiny suites (their test splits), with their worked solutions."""
-    from ictrepro.data.prompts import answer_kind
-    from ictrepro.data.suites import SUITES, generate_suite
-
-    sources = []
-    for name in SUITES:
-        problems = generate_suite(name, seed=seed, n_train=0, n_test=n_test)["test"]
-        golds = [(p.answer, answer_kind(p)) for p in problems]
-        worked = [(p.solution, i) for i, p in enumerate(problems) if p.solution]
-        sources.append(Source(name, golds, worked))
-    return sources
 
 
 def recorded_source(path: Path) -> Source:

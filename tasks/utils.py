@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ictrepro.data.benchmarks import load_benchmark
 from ictrepro.data.prompts import answer_kind, user_message
 from ictrepro.data.records import Problem
 from ictrepro.data.suites import load_test_split
@@ -62,7 +63,7 @@ _RUN_DIR_SEARCH_DEPTH = 4
 def problems_dataset(problems: Sequence[Problem]) -> Any:
     """``DatasetDict({"test": ...})`` of the documents, the shape lm-eval's
     ``custom_dataset`` must return (tasks name ``test_split: test``)."""
-    import datasets
+    import datasets  # here: slow to import, and lm-eval (which has it) may be absent
 
     if not problems:
         raise ValueError("no problems to evaluate")
@@ -126,17 +127,7 @@ def load_paper(ictrepro_benchmark: str, data_dir: str | None = None, **_: Any) -
     """``custom_dataset`` of the paper benchmarks: the very problems that
     ``ictrepro.data.benchmarks.load_benchmark(name, data_dir=...)`` returns, so that lm-eval
     and the project's own evaluation score identical problems.
-
-    ``ictrepro.data.benchmarks`` is imported here, not at the top of this file, so that the
-    tiny tasks work without it.
     """
-    try:
-        from ictrepro.data.benchmarks import load_benchmark
-    except ImportError as exc:
-        raise ImportError(
-            f"task for benchmark {ictrepro_benchmark!r} needs "
-            "ictrepro.data.benchmarks.load_benchmark, which could not be imported"
-        ) from exc
     if data_dir in (None, ""):
         data_dir = os.environ.get(DATA_DIR_ENV) or None
     problems = list(

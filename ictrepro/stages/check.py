@@ -1,0 +1,39 @@
+"""``ictrepro check --rerun``: reproduce a quick subset of a preset and judge it against the
+pinned results (:mod:`ictrepro.results.rerun`: bit for bit where that can be expected,
+statistically otherwise).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ictrepro.determinism import numerics_provenance
+from ictrepro.results.pinned import RESULTS_DIR, load_provenance
+from ictrepro.results.rerun import RerunOutcome, judge_rerun
+from ictrepro.stages.reproduce import make_plan, reproduce
+
+#: A quick subset of a preset's reproduction that `check --rerun` repeats.
+RERUN_METHODS = ("grpo", "ict")
+RERUN_SEEDS = (0,)
+
+
+def rerun_check(
+    preset: str,
+    work_dir: Path,
+    *,
+    results_dir: Path = RESULTS_DIR,
+    methods: tuple[str, ...] = RERUN_METHODS,
+    seeds: tuple[int, ...] = RERUN_SEEDS,
+    show_progress: bool = False,
+) -> RerunOutcome:
+    """Reproduce a subset of ``preset`` in ``work_dir`` and compare it with the pinned results.
+
+    Bit-identical mode when every re-run count equals the pinned one, or when both sides'
+    numerics (:mod:`ictrepro.determinism`) and CPU are the same, so that any difference is
+    a change of the build. Otherwise statistical mode: the re-run passes when it is
+    consistent with the pinned counts (:func:`ictrepro.results.rerun.judge_rerun`).
+    """
+    provenance = load_provenance(preset, results_dir)
+    plan = make_plan(preset, work_dir, methods=methods, seeds=seeds)
+    reproduce(plan, jobs=provenance.get("training_jobs", 1), show_progress=show_progress)
+    return judge_rerun(preset, work_dir, numerics_provenance(), results_dir=results_dir)
