@@ -63,6 +63,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=None)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--checkpoints", default="", help="Comma-separated steps to measure at.")
+    parser.add_argument("--problems", type=int, default=128, help="Problems per set measured.")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -77,8 +78,14 @@ def main() -> None:
         tokenizer_corpus(data["sft"] + data["rl_train"]), vocab_size=config.model.vocab_size
     )
     model = build_model(config.model, tokenizer, seed=config.seed)
-    sets = {"RL prompts (128)": data["rl_train"][:128]}
-    sets.update({k.removeprefix("test/"): v for k, v in data.items() if k.startswith("test/")})
+    sets = {f"RL prompts ({args.problems})": data["rl_train"][: args.problems]}
+    sets.update(
+        {
+            k.removeprefix("test/"): v[: args.problems]
+            for k, v in data.items()
+            if k.startswith("test/")
+        }
+    )
     marks = sorted({int(s) for s in args.checkpoints.split(",") if s} | {sft.steps})
     done, start = 0, time.perf_counter()
     print(

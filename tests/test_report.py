@@ -36,7 +36,7 @@ from ictrepro.report.load import ProblemScores, load_run
 from ictrepro.results.paper import PAPER_DIR, PaperDataError, load_paper
 from ictrepro.rundir import ModelId, ProblemCount, RunDir, ScoreRecord
 
-N = {"tiny-gsm8k": 4, "tiny-math500": 5, "tiny-aime24": 4, "tiny-gpqa": 4}
+N = {"tiny-gsm8k": 4, "tiny-math500": 5, "tiny-aime24": 4, "tiny-gpqa": 4, "tiny-fork-backward": 4}
 #: n_correct per problem: CORRECT[model][benchmark].
 CORRECT = {
     "base": {"tiny-gsm8k": [1, 0, 0], "tiny-math500": [1, 0], "tiny-aime24": [0, 0]},
@@ -594,6 +594,28 @@ def test_fork_world_runs_get_the_fork_plots_and_other_runs_no_note_of_them(tmp_p
     assert {"plots/fork-offsets.png", "plots/curves-fork-minority.png"} <= names
     assert {"plots/curves-fork-js.png", "plots/curves-fork-entropy.png"} <= names
     assert forked.curves["fork_selected_at"]["ict"].mean.tolist() == [0.25] * 3
+
+
+def test_collapse_on_the_fork_worlds_minority_subset_is_stated(tmp_path):
+    bench = "tiny-fork-backward"
+    correct = {
+        "base": {bench: [2] * 8},
+        "grpo-seed0": {bench: [0] * 7 + [1]},
+        "grpo-seed1": {bench: [0] * 7 + [1]},
+        "ict-seed0": {bench: [2] * 7 + [3]},
+        "ict-seed1": {bench: [3] * 8},
+    }
+    (tmp_path / "r").mkdir()
+    report, _ = build(make_run(tmp_path / "r", correct=correct))
+    text = flat(report.files.markdown)
+    assert "**Collapse on the minority subset**" in text
+    rows = [line for line in report.files.markdown.splitlines() if f"`{bench}`" in line]
+    shown = {
+        line.split("|")[1].strip(): line.split("|")[-2].strip()
+        for line in rows
+        if "**yes**" in line or "| no |" in line
+    }
+    assert shown == {"GRPO": "**yes**", "ICT": "no"}
 
 
 def test_the_largest_of_several_null_differences_by_simulation_and_by_hand():

@@ -181,6 +181,22 @@ def positive_control(comparisons: Sequence[Comparison]) -> Claim | None:
                  "p1", diff)  # fmt: skip
 
 
+def minority_collapse(
+    comparisons: Sequence[Comparison],
+) -> list[tuple[str, str, PairedDifference]]:
+    """``(method, benchmark, P@4 difference against base)`` on each minority-only subset of
+    the fork world (a ``tiny-fork*-backward`` suite): the paper's phenomenon is there when a
+    method's interval lies below 0 (collapse onto the majority strategy lost problems)."""
+    out = []
+    for c in comparisons:
+        if c.b != BASE or not c.per_benchmark:
+            continue
+        for i, bench in enumerate(c.benchmarks):
+            if bench.startswith("tiny-fork") and bench.endswith("-backward"):
+                out.append((c.a, bench, c.per_benchmark["p4"][i]))
+    return out
+
+
 def inactive_masks(trained: Mapping[str, Mapping[int, list[dict[str, Any]]]]) -> list[str]:
     """The sparsifying rules whose mask selected every response token at every logged step
     of every seed: they trained exactly as GRPO did."""

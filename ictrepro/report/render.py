@@ -17,7 +17,7 @@ from rich.table import Table
 from ictrepro.evaluate.aggregate import SeedAggregate
 from ictrepro.evaluate.paired import PairedDifference
 from ictrepro.report.aggregate import METRICS, PERCENT, Average, Cell
-from ictrepro.report.comparisons import Claim, expected_maximum
+from ictrepro.report.comparisons import Claim, expected_maximum, minority_collapse
 from ictrepro.report.gains import Gain
 from ictrepro.report.labels import METRIC_LABELS, label, stands_for
 from ictrepro.report.load import BASE
@@ -494,6 +494,28 @@ def _markdown_claims(r: Report) -> list[str]:
             "**Positive control failed: the planted difference (GRPO against GRPO at a "
             "quarter of the learning rate) is not resolved, so this instrument is broken: "
             "no verdict above can be trusted.**",
+            "",
+        ]
+    collapse = minority_collapse(r.comparisons)
+    if collapse:
+        out += [
+            "**Collapse on the minority subset** (the fork world's backward-only problems, "
+            "P@4 against the base model, points): the paper's phenomenon is shown where the "
+            "interval lies below 0.",
+            "",
+            _md_table(
+                ["method", "subset", "P@4 − base [95% interval]", "shown?"],
+                [
+                    [
+                        label(m),
+                        f"`{b}`",
+                        f"{_sign(PERCENT * d.mean)} [{PERCENT * d.ci_low:+.2f}, "
+                        f"{PERCENT * d.ci_high:+.2f}]",
+                        "**yes**" if d.ci_high < 0 else "no",
+                    ]
+                    for m, b, d in collapse
+                ],
+            ),
             "",
         ]
     if r.inactive_masks:
