@@ -18,8 +18,8 @@ count no CPU kernel's does (provenance records the flag all the same).
 MKL's ``AVX2`` branch pins the kernels on Intel CPUs; on AMD CPUs MKL keeps its own
 dispatch, so an Intel and an AMD machine may differ in the last bits of every matrix
 product. MKL's ``COMPATIBLE`` branch would be the same on both, but it cost 2.1x the CPU
-time of training at the tiny model's size (measured, README "Stored results and regression
-checks"), so the project does not use it: where the bits differ, ``check --rerun`` judges
+time of training at the tiny model's size (measured, docs/regression.md, "The numerics
+probe"), so the project does not use it: where the bits differ, ``check --rerun`` judges
 statistically. ``ICTREPRO_UNPINNED=1`` leaves the environment alone: the numbers are then
 the machine's own.
 
