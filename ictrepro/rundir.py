@@ -16,6 +16,7 @@ Layout (every stage writes only its own part)::
     RUN/report/                                report.md, summary.json, plots/
     RUN/logs/                                  one log per worker task of `reproduce`
     RUN/reproduce.json                         what the last reproduction ran
+    RUN/compare.json                           what `compare` ran, and its numbers' origins
 
 ``<model>`` is a :class:`ModelId`'s name: ``base`` or ``<method>-seed<s>``.
 
@@ -214,6 +215,11 @@ class RunDir:
     @property
     def reproduce_record(self) -> Path:
         return self.root / "reproduce.json"
+
+    @property
+    def compare_record(self) -> Path:
+        """``compare.json``: the rule ``compare`` ran and where each method's numbers are from."""
+        return self.root / "compare.json"
 
     # discovery
     def training_runs(self) -> dict[ModelId, Path]:

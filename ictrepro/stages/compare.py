@@ -138,7 +138,10 @@ def reuse_world(source: Path, run_dir: Path, preset: str, results_dir: Path = RE
     if world_mismatch(source, preset, results_dir)[0]:
         return False
     run_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("prepare.json", *sorted({rel.split("/")[0] for rel in record["outputs"]})):
+    for name in (
+        RunDir(source).record("prepare").name,
+        *sorted({rel.split("/")[0] for rel in record["outputs"]}),
+    ):
         src = source / name
         if src.is_dir():
             shutil.copytree(src, run_dir / name)
@@ -246,7 +249,7 @@ def compare(
         origin[method] = f"this run (base model {str(here)[:12]}, the pinned world)"
     origin["base"] = f"this run (base model {str(here)[:12]})"
     atomic_write_json(
-        Path(run_dir) / "compare.json",
+        RunDir(run_dir).compare_record,
         {
             "method": method,
             "preset": preset,
