@@ -101,7 +101,8 @@ def definitions(focus: str, n_benchmarks: int) -> dict[str, str]:
         "pass_at_k": (
             "P@k of a model on a benchmark = mean over the benchmark's gradable problems of the "
             "unbiased pass@k 1 - C(n-c, k) / C(n, k), with n responses of which c are correct, "
-            "recomputed from samples.jsonl (a problem with an 'ungradable' verdict is left out)."
+            "recomputed from the per-problem counts of the score records (a problem with an "
+            "'ungradable' verdict is left out)."
         ),
         "total": "Total = (P@1 + P@4) / 2.",
         "mean_std": (
