@@ -147,6 +147,7 @@ def train(
     import torch
     from accelerate import Accelerator
 
+    from ictrepro.train.distributed import enable_cpu_fsdp
     from ictrepro.train.grpo import GRPOTrainer
     from ictrepro.verify import Verifier
 
@@ -172,6 +173,8 @@ def train(
         log_with=None if report_to == "none" else report_to,
         project_dir=out_dir / "tracking",
     )
+    if accelerator is None and cpu:
+        enable_cpu_fsdp(acc)  # the CPU stand-in of an FSDP launch (cpu-fsdp-2proc.yaml)
     state = _decide(out_dir, identity, sha, resume=resume, force=force)
     ignored = infra_changes(out_dir, config) if state != "fresh" else []
     if ignored:
