@@ -1,6 +1,6 @@
 """nox sessions: `nox -s tests` (fast default suite), `nox -s slow`, `nox -s lint`,
 `nox -s regression` (pinned results), `nox -s bench`, `nox -s vllm` (the vLLM backend
-against the real engine, on CPU)."""
+against the real engine, on CPU), `nox -s fsdp` (FSDP2 across two CPU processes)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,23 @@ def slow(session: nox.Session) -> None:
     """Only the tests marked slow."""
     install(session)
     session.run("python", "-m", "pytest", "-m", "slow", *session.posargs, env=OFFLINE)
+
+
+@nox.session
+def fsdp(session: nox.Session) -> None:
+    """FSDP2 across two CPU processes (gloo) with configs/accelerate/cpu-fsdp-2proc.yaml,
+    against one process (about a minute on 2 cores; also part of `nox -s slow`)."""
+    install(session)
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-m",
+        "slow",
+        "tests/test_train_fsdp.py",
+        *session.posargs,
+        env={**OFFLINE, "OMP_NUM_THREADS": "1"},
+    )
 
 
 @nox.session

@@ -96,6 +96,21 @@ def head_forward(model: torch.nn.Module, fn: Callable[[Tensor, Tensor], Tensor])
         del head.forward
 
 
+def reshard(model: torch.nn.Module) -> None:
+    """Free the gathered weights an FSDP2 forward without backward leaves behind.
+
+    accelerate shards the final norm and LM head (and a tied embedding) with
+    ``reshard_after_forward=False``, and only backward reshards them: after a no-gradient
+    pass they would stay whole on every process until the next backward (for the
+    reference model, for ever). A no-op on a model that is not FSDP2-sharded.
+    """
+    from torch.distributed.fsdp import FSDPModule
+
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+
+
 @torch.no_grad()
 def param_checksum(model: torch.nn.Module) -> Tensor:
     """``[1]`` float64: the sum of this process's parameter values, shards read locally

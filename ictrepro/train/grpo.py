@@ -59,7 +59,13 @@ from ictrepro.rollout.base import Completion, Sampler
 from ictrepro.rollout.params import SamplingParams
 from ictrepro.rollout.sampler import make_sampler
 from ictrepro.train import checkpoint
-from ictrepro.train.distributed import head_forward, is_fsdp, param_checksum, prepare_reference
+from ictrepro.train.distributed import (
+    head_forward,
+    is_fsdp,
+    param_checksum,
+    prepare_reference,
+    reshard,
+)
 from ictrepro.train.metrics import MetricsLog, MetricSums, selection_metrics
 from ictrepro.verify import GradeRequest, Verdict
 
@@ -652,6 +658,10 @@ class GRPOTrainer:
                 if self.reference is not None:
                     ref = rollout_statistics(self.reference, chunk, with_js=False, **kwargs)
                     ref_parts.append(ref.logprob)
+        if not fused:
+            for model in (self.model, self.reference):
+                if model is not None:
+                    reshard(model)
         R = batch.response_ids.shape[1]
         ref_logprob = (
             torch.cat([F.pad(t, (0, R - t.shape[1])) for t in ref_parts]) if ref_parts else None
