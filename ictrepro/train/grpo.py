@@ -437,6 +437,13 @@ class GRPOTrainer:
                 f"each process's {self.rl.prompts_per_step // world} prompts must split "
                 f"evenly into rl.mini_batches ({self.rl.mini_batches})"
             )
+        if is_fsdp(accelerator) and len(self.probe_set) % world:
+            # Every forward of a sharded model is a collective: all processes must sample
+            # as many probe prompts (the same number of generate calls).
+            raise ConfigError(
+                f"under FSDP rl.probe_problems ({len(self.probe_set)}) must be divisible by "
+                f"the number of processes ({world})"
+            )
         self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(model_path)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
