@@ -119,6 +119,10 @@ def test_gradients_and_kl_equal_the_single_process_run(runs):
         assert two["selected_fraction"] == one["selected_fraction"]
         assert two["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-3)
         assert two["kl"] == pytest.approx(one["kl"], rel=1e-4, abs=1e-12)
+        # The statistics pass, fused inside the sharded model's call.
+        for key in ("entropy_mean", "renyi2_mean"):
+            assert two[key] == pytest.approx(one[key], rel=1e-5), key
+        assert two["js_selected_mean"] == pytest.approx(one["js_selected_mean"], abs=2e-6)
     assert sharded[0]["grad_norm"] == pytest.approx(single[0]["grad_norm"], rel=1e-5)
     assert abs(sharded[0]["kl"]) < 1e-10 < sharded[1]["kl"] < sharded[2]["kl"]
 

@@ -37,7 +37,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
-from accelerate.utils import DistributedType
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -210,8 +209,9 @@ def rollout_statistics(
 
     ``fused=True`` runs the decoder and applies the LM head chunk by chunk inside
     ``token_stats_from_hidden``, so the full ``[B, R, V]`` logits never exist (it matters
-    at V = 151,936). ``fused=False`` calls the model itself for the logits: needed when the
-    model is sharded (FSDP), where only its own forward gathers the parameters.
+    at V = 151,936). ``fused=False`` calls the model itself for the logits (the plain
+    reference the tests compare with). An FSDP2-sharded model goes through
+    ``sharded_statistics`` instead, fused inside the model's own call.
     """
     P, R = batch.prompt_width, batch.response_ids.shape[1]
     group_ids = batch.group_ids if with_js else None
@@ -241,6 +241,44 @@ def rollout_statistics(
         group_ids,
         temperature=temperature,
     )
+
+
+@torch.no_grad()
+def sharded_statistics(
+    model: torch.nn.Module, batch: RolloutBatch, *, temperature: float, with_js: bool
+) -> TokenStats:
+    """``rollout_statistics`` of an FSDP2-sharded model, fused like the unsharded path.
+
+    The statistics are computed from the final hidden states chunk by chunk
+    (``token_stats_from_hidden``) as the LM head's forward inside the model's own call
+    (``head_forward``), where the head's weight is gathered; no ``[B, R, V]`` logits exist.
+    """
+    R = batch.response_ids.shape[1]
+    out: list[TokenStats] = []
+
+    def stats(weight: Tensor, hidden: Tensor) -> Tensor:
+        # The last R + 1 columns; the hidden state at column c predicts token c + 1.
+        out.append(
+            token_stats_from_hidden(
+                hidden[:, :R].to(weight.dtype),
+                weight,
+                batch.response_ids,
+                batch.response_mask,
+                batch.group_ids if with_js else None,
+                temperature=temperature,
+            )
+        )
+        return hidden.new_empty(0)  # the model's "logits": nothing
+
+    with head_forward(model, stats):
+        model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            logits_to_keep=R + 1,
+            use_cache=False,
+        )
+    return out[0]
 
 
 def group_chunks(batch: RolloutBatch, max_rows: int) -> list[slice]:
@@ -652,20 +690,22 @@ class GRPOTrainer:
         """Rollout-policy statistics and reference log-probs, in chunks of whole groups
         (``rl.micro_batch_size`` rows, rounded up to a group) so memory stays bounded."""
         acc = self.accelerator
-        fused = acc.distributed_type != DistributedType.FSDP
-        policy = acc.unwrap_model(self.model) if fused else self.model
+        sharded = is_fsdp(acc)
+        # Sharded models: the model's own call, where FSDP gathers the weights.
+        policy = self.model if sharded else acc.unwrap_model(self.model)
+        compute = sharded_statistics if sharded else rollout_statistics
         max_rows = self.rl.micro_batch_size or batch.response_ids.shape[0]
         parts, ref_parts = [], []
         self.model.eval()
         with acc.autocast():
             for rows in group_chunks(batch, max_rows):
                 chunk = batch.rows(rows)
-                kwargs = {"temperature": self.temperature, "fused": fused}
-                parts.append(rollout_statistics(policy, chunk, with_js=self.with_js, **kwargs))
+                kwargs = {"temperature": self.temperature}
+                parts.append(compute(policy, chunk, with_js=self.with_js, **kwargs))
                 if self.reference is not None:
-                    ref = rollout_statistics(self.reference, chunk, with_js=False, **kwargs)
+                    ref = compute(self.reference, chunk, with_js=False, **kwargs)
                     ref_parts.append(ref.logprob)
-        if not fused:
+        if sharded:
             for model in (self.model, self.reference):
                 if model is not None:
                     reshard(model)
