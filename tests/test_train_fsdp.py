@@ -46,12 +46,14 @@ def read_metrics(out_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def launch_fsdp(run_dir: Path, *flags: str) -> None:
+def launch_fsdp(run_dir: Path, *flags: str, precision: str = "no") -> None:
     result = subprocess.run(
         [
             *LAUNCH,
             "--config_file",
             str(CONFIG),
+            "--mixed_precision",
+            precision,
             str(HELPER),
             str(run_dir),
             "ict",
@@ -181,3 +183,17 @@ def test_cli_under_accelerate_launch_with_the_shipped_fsdp_config(tmp_path):
     assert record["status"] == "done" and record["info"]["num_processes"] == 2
     logged = read_metrics(out)[-1]["param_checksum"]
     assert logged == pytest.approx(checksum(final_weights(out)), rel=1e-12)
+
+
+def test_bf16_under_fsdp2_gives_ratio_one_at_step_one(runs, tmp_path):
+    """bf16 mixed precision (FSDP2's bf16 parameters in forward, autocast): the statistics
+    and the update apply the same bf16 head inside the head's forward, so an unchanged
+    policy has KL and loss exactly 0 at step 1; the grad norm stays near fp32's."""
+    single, _ = runs
+    run_dir = tmp_path / "run"
+    shutil.copytree(single.parent.parent, run_dir)
+    shutil.rmtree(run_dir / "train")
+    launch_fsdp(run_dir, precision="bf16")
+    bf16, fp32 = read_metrics(run_dir / "train" / "ict-seed0"), read_metrics(single)
+    assert bf16[0]["kl"] == 0.0 and bf16[0]["loss"] == 0.0
+    assert bf16[0]["grad_norm"] == pytest.approx(fp32[0]["grad_norm"], rel=1e-3)
