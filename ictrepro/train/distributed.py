@@ -82,9 +82,9 @@ def head_forward(model: torch.nn.Module, fn: Callable[[Tensor, Tensor], Tensor])
     The computation thus runs inside the head's own forward, itself inside the model's
     forward: under FSDP2 the weight is gathered there (outside it is a ``DTensor`` shard)
     and the gradient reaching it is reduce-scattered to the shards when backward reaches
-    the head's inputs, as for the head's own matmul. (A second call of the head after the
-    model's forward has returned crashes FSDP2's backward.) With DDP or one process it is
-    a plain call of ``fn`` on the same tensors.
+    the head's inputs, as for the head's own matmul. (Calling the head a second time after
+    the model's forward has returned segfaulted in FSDP2's backward, torch 2.13 on CPU.)
+    With DDP or one process it is a plain call of ``fn`` on the same tensors.
     """
     head = getattr(model, "module", model).get_output_embeddings()
     if "forward" in head.__dict__:
