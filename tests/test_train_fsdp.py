@@ -197,3 +197,32 @@ def test_bf16_under_fsdp2_gives_ratio_one_at_step_one(runs, tmp_path):
     bf16, fp32 = read_metrics(run_dir / "train" / "ict-seed0"), read_metrics(single)
     assert bf16[0]["kl"] == 0.0 and bf16[0]["loss"] == 0.0
     assert bf16[0]["grad_norm"] == pytest.approx(fp32[0]["grad_norm"], rel=1e-3)
+
+
+def test_generate_on_the_sharded_model_with_uneven_lengths(tmp_path):
+    """Processes that sample different numbers of tokens (4 and 12) from the sharded model
+    both finish (generate keeps the early one stepping), with exactly the completions an
+    unsharded copy of the weights gives."""
+    run_dir = tmp_path / "run"
+    prepare(prepare_preset("tiny-smoke", seed=0), run_dir, show_progress=False)
+    helper = Path(__file__).parent / "helpers" / "fsdp_generate.py"
+    result = subprocess.run(
+        [
+            *LAUNCH,
+            "--config_file",
+            str(CONFIG),
+            str(helper),
+            str(run_dir / "base_model"),
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENV,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for rank, limit in ((0, 4), (1, 12)):
+        record = json.loads((tmp_path / "out" / f"rank{rank}.json").read_text())
+        assert record["sharded"] == record["whole"]
+        lengths = [len(ids) for group in record["sharded"] for ids in group]
+        assert max(lengths) == limit, lengths
