@@ -226,3 +226,5 @@ def test_generate_on_the_sharded_model_with_uneven_lengths(tmp_path):
         assert record["sharded"] == record["whole"]
         lengths = [len(ids) for group in record["sharded"] for ids in group]
         assert max(lengths) == limit, lengths
+        # The unsharded copy stops at its own limit; the sharded model steps with the other.
+        assert record["forwards"] == {"whole": limit, "sharded": 12}

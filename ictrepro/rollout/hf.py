@@ -50,6 +50,8 @@ def hf_generate(
     greedy = params.temperature == 0
     # An FSDP2-sharded model gathers its weights in every forward, a collective: every
     # process must run as many forwards as the slowest, which generate's synced_gpus does.
+    # transformers turns it on itself where it sees torch's FSDP mark on the model; said
+    # here so that sampling does not rest on that detection.
     synced = {"synced_gpus": True} if _is_sharded(model) else {}
     was_training = model.training
     model.eval()

@@ -6,7 +6,7 @@ Usage: fsdp_generate.py MODEL_DIR OUT_DIR   (under accelerate launch, cpu-fsdp-2
 Every forward of a sharded model gathers weights, a collective; without generate's
 ``synced_gpus`` the process that finishes first would leave the other waiting for ever.
 Each process writes ``rank<r>.json``: its completions from the sharded model and from an
-unsharded copy of the same weights (same prompts and seed).
+unsharded copy of the same weights (same prompts and seed), and how many forwards each ran.
 """
 
 import json
@@ -33,10 +33,15 @@ def main() -> None:
     loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     sharded = prepare_reference(acc, loaded)  # FSDP2-sharded, like the policy
     params = SamplingParams(n=2, temperature=1.0, max_new_tokens=4 + 8 * acc.process_index)
-    results = {}
+    results, forwards = {}, {}
     for name, model in (("sharded", sharded), ("whole", whole)):
+        calls = []
+        hook = model.register_forward_pre_hook(lambda *_, calls=calls: calls.append(1))
         groups = hf_generate(model, tokenizer, PROMPTS, params, seed=7)
+        hook.remove()
         results[name] = [[list(c.token_ids) for c in group] for group in groups]
+        forwards[name] = len(calls)
+    results["forwards"] = forwards
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"rank{acc.process_index}.json").write_text(json.dumps(results))
     acc.wait_for_everyone()
