@@ -228,3 +228,30 @@ def test_generate_on_the_sharded_model_with_uneven_lengths(tmp_path):
         assert max(lengths) == limit, lengths
         # The unsharded copy stops at its own limit; the sharded model steps with the other.
         assert record["forwards"] == {"whole": limit, "sharded": 12}
+
+
+def test_a_probe_set_that_does_not_split_over_the_processes_is_refused(runs, tmp_path):
+    """Under FSDP every forward is a collective, so the processes must sample as many probe
+    prompts; 3 over 2 processes is a clear error before any step."""
+    single, _ = runs
+    run_dir = tmp_path / "run"
+    shutil.copytree(single.parent.parent, run_dir, ignore=shutil.ignore_patterns("train"))
+    result = subprocess.run(
+        [
+            *LAUNCH,
+            "--config_file",
+            str(CONFIG),
+            str(HELPER),
+            str(run_dir),
+            "ict",
+            "rl.probe_problems=3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENV,
+    )
+    assert result.returncode != 0
+    assert "rl.probe_problems (3) must be divisible by the number of processes (2)" in (
+        result.stderr
+    )
