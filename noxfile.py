@@ -37,7 +37,7 @@ def slow(session: nox.Session) -> None:
 @nox.session
 def fsdp(session: nox.Session) -> None:
     """FSDP2 across two CPU processes (gloo) with configs/accelerate/cpu-fsdp-2proc.yaml,
-    against one process (about a minute on 2 cores; also part of `nox -s slow`)."""
+    against one process (under two minutes on 2 cores; also part of `nox -s slow`)."""
     install(session)
     session.run(
         "python",

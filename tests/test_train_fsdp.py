@@ -5,7 +5,7 @@ The CPU stand-in of ``fsdp-8gpu.yaml``: the same FSDP settings (per-layer units,
 after forward, sharded checkpoints, cpu-RAM-efficient loading, FSDP activation
 checkpointing). The runs use the paper presets' update path (chunked LM head, micro-batches,
 gradient checkpointing requested), with a KL term, so the reference model is used.
-Run by ``nox -s fsdp`` (and ``nox -s slow``); about a minute on 2 cores.
+Run by ``nox -s fsdp`` (and ``nox -s slow``); under two minutes on 2 cores.
 """
 
 from __future__ import annotations
