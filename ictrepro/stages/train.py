@@ -114,6 +114,7 @@ def train(
     import torch
     from accelerate import Accelerator
 
+    from ictrepro.train.distributed import enable_cpu_fsdp
     from ictrepro.train.grpo import GRPOTrainer
     from ictrepro.verify import Verifier
 
@@ -139,6 +140,8 @@ def train(
         log_with=None if report_to == "none" else report_to,
         project_dir=TrainDir(out_dir).tracking,
     )
+    if accelerator is None and cpu:
+        enable_cpu_fsdp(acc)  # the CPU stand-in of an FSDP launch (cpu-fsdp-2proc.yaml)
     state = decide(TrainDir(out_dir).record, identity, resume=resume, force=force)
     ignored = infra_changes(out_dir, config) if state in ("current", "resume") else []
     if ignored:

@@ -37,7 +37,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
-from accelerate.utils import DistributedType
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -60,6 +59,13 @@ from ictrepro.rollout.params import SamplingParams
 from ictrepro.rollout.sampler import make_sampler
 from ictrepro.rundir import TrainDir
 from ictrepro.train import checkpoint
+from ictrepro.train.distributed import (
+    head_forward,
+    is_fsdp,
+    param_checksum,
+    prepare_reference,
+    reshard,
+)
 from ictrepro.train.forks import fork_metrics, fork_positions
 from ictrepro.train.metrics import MetricsLog, MetricSums, selection_metrics
 from ictrepro.verify import GradeRequest, Verdict
@@ -205,8 +211,9 @@ def rollout_statistics(
 
     ``fused=True`` runs the decoder and applies the LM head chunk by chunk inside
     ``token_stats_from_hidden``, so the full ``[B, R, V]`` logits never exist (it matters
-    at V = 151,936). ``fused=False`` calls the model itself for the logits: needed when the
-    model is sharded (FSDP), where only its own forward gathers the parameters.
+    at V = 151,936). ``fused=False`` calls the model itself for the logits (the plain
+    reference the tests compare with). An FSDP2-sharded model goes through
+    ``sharded_statistics`` instead, fused inside the model's own call.
     """
     P, R = batch.prompt_width, batch.response_ids.shape[1]
     group_ids = batch.group_ids if with_js else None
@@ -236,6 +243,44 @@ def rollout_statistics(
         group_ids,
         temperature=temperature,
     )
+
+
+@torch.no_grad()
+def sharded_statistics(
+    model: torch.nn.Module, batch: RolloutBatch, *, temperature: float, with_js: bool
+) -> TokenStats:
+    """``rollout_statistics`` of an FSDP2-sharded model, fused like the unsharded path.
+
+    The statistics are computed from the final hidden states chunk by chunk
+    (``token_stats_from_hidden``) as the LM head's forward inside the model's own call
+    (``head_forward``), where the head's weight is gathered; no ``[B, R, V]`` logits exist.
+    """
+    R = batch.response_ids.shape[1]
+    out: list[TokenStats] = []
+
+    def stats(weight: Tensor, hidden: Tensor) -> Tensor:
+        # The last R + 1 columns; the hidden state at column c predicts token c + 1.
+        out.append(
+            token_stats_from_hidden(
+                hidden[:, :R].to(weight.dtype),
+                weight,
+                batch.response_ids,
+                batch.response_mask,
+                batch.group_ids if with_js else None,
+                temperature=temperature,
+            )
+        )
+        return hidden.new_empty(0)  # the model's "logits": nothing
+
+    with head_forward(model, stats):
+        model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            logits_to_keep=R + 1,
+            use_cache=False,
+        )
+    return out[0]
 
 
 def group_chunks(batch: RolloutBatch, max_rows: int) -> list[slice]:
@@ -285,36 +330,41 @@ def policy_logprobs(
     """Differentiable log pi_theta of the response tokens, ``[B, R]`` float32.
 
     ``chunked=False`` takes them from the model's logits (a float32 ``[B, R, V]``
-    log-softmax lives until backward). ``chunked=True`` asks the model for its final hidden
-    states only (no logits: ``logits_to_keep`` selects no position) and applies the LM head
-    in chunks that backward recomputes (``sampled_logprobs_from_hidden``). Both call the
-    (possibly DDP-wrapped) model itself, so gradient synchronisation works.
+    log-softmax lives until backward). ``chunked=True`` has the model's LM head apply
+    itself in chunks that backward recomputes (``sampled_logprobs_from_hidden``), never
+    building the logits. Both call the (possibly DDP/FSDP-wrapped) model itself, so
+    gradient synchronisation and parameter gathering work.
     """
     if not chunked:
         return sampled_logprobs(
             response_logits(model, batch), batch.response_ids, temperature=temperature
         )
-    P, R = batch.prompt_width, batch.response_ids.shape[1]
-    no_positions = torch.empty(0, dtype=torch.long, device=batch.input_ids.device)
-    hidden = model(
-        input_ids=batch.input_ids,
-        attention_mask=batch.attention_mask,
-        position_ids=batch.position_ids,
-        logits_to_keep=no_positions,
-        output_hidden_states=True,
-        use_cache=False,
-    ).hidden_states[-1]  # after the final norm (Qwen2, Llama)
+    R = batch.response_ids.shape[1]
     head = _unwrapped(model).get_output_embeddings()
     if getattr(head, "bias", None) is not None:
         raise ConfigError("rl.chunked_logprobs assumes an LM head without bias (Qwen2, Llama)")
-    # The hidden state at column c predicts the token at column c + 1.
-    return sampled_logprobs_from_hidden(
-        hidden[:, P - 1 : P - 1 + R].to(head.weight.dtype),
-        head.weight,
-        batch.response_ids,
-        batch.response_mask,
-        temperature=temperature,
-    )
+
+    def logprobs(weight: Tensor, hidden: Tensor) -> Tensor:
+        # The last R + 1 columns' final hidden states (after the final norm); the one at
+        # column c predicts the token at column c + 1.
+        return sampled_logprobs_from_hidden(
+            hidden[:, :R].to(weight.dtype),
+            weight,
+            batch.response_ids,
+            batch.response_mask,
+            temperature=temperature,
+        )
+
+    # The model's own call, with its head computing the log-probs: under FSDP2 that is
+    # where the head's weight is whole and its gradient synced (``head_forward``).
+    with head_forward(model, logprobs):
+        return model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=batch.position_ids,
+            logits_to_keep=R + 1,
+            use_cache=False,
+        ).logits
 
 
 def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:
@@ -427,22 +477,30 @@ class GRPOTrainer:
                 f"each process's {self.rl.prompts_per_step // world} prompts must split "
                 f"evenly into rl.mini_batches ({self.rl.mini_batches})"
             )
+        if is_fsdp(accelerator) and len(self.probe_set) % world:
+            # Every forward of a sharded model is a collective: all processes must sample
+            # as many probe prompts (the same number of generate calls).
+            raise ConfigError(
+                f"under FSDP rl.probe_problems ({len(self.probe_set)}) must be divisible by "
+                f"the number of processes ({world})"
+            )
         self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(model_path)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         policy = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-        if self.infra.gradient_checkpointing:
+        # FSDP's own activation checkpointing (fsdp_activation_checkpointing in the launch
+        # config) already recomputes each decoder layer; HF's on top would recompute twice.
+        fsdp_ac = is_fsdp(accelerator) and accelerator.state.fsdp_plugin.activation_checkpointing
+        if self.infra.gradient_checkpointing and not fsdp_ac:
             # Older transformers 5 releases (vLLM's pin) have only the former name.
             enable = getattr(policy, "activation_checkpointing_enable", None)
             (enable or policy.gradient_checkpointing_enable)({"use_reentrant": False})
         self.reference = None
         if self.rl.kl_coef > 0:
             reference = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-            reference.requires_grad_(False).eval()
-            # Prepared like the policy: under FSDP with cpu-RAM-efficient loading only rank
-            # 0 reads real weights, and preparing is what shards and broadcasts them; on
-            # one device or DDP it only moves the model (no gradient hooks for evaluation).
-            self.reference = accelerator.prepare_model(reference, evaluation_mode=True)
+            # Sharded like the policy under FSDP2 (with cpu-RAM-efficient loading, rank 0's
+            # weights reach the other ranks here); on one device or DDP only moved.
+            self.reference = prepare_reference(accelerator, reference)
         optimizer = torch.optim.AdamW(
             policy.parameters(), lr=self.rl.lr, weight_decay=self.rl.weight_decay
         )
@@ -552,7 +610,9 @@ class GRPOTrainer:
             batch_metrics(batch),
         )
         metrics = {"step": step + 1, **sums.reduce(acc)}
-        if acc.num_processes > 1:
+        if is_fsdp(acc):
+            metrics["param_checksum"] = self._param_checksum()
+        elif acc.num_processes > 1:
             metrics["param_checksum_spread"] = self._param_checksum_spread()
         metrics.update(
             lr=self.rl.lr * self.lr_factor(step),
@@ -640,19 +700,25 @@ class GRPOTrainer:
         """Rollout-policy statistics and reference log-probs, in chunks of whole groups
         (``rl.micro_batch_size`` rows, rounded up to a group) so memory stays bounded."""
         acc = self.accelerator
-        fused = acc.distributed_type != DistributedType.FSDP
-        policy = acc.unwrap_model(self.model) if fused else self.model
+        sharded = is_fsdp(acc)
+        # Sharded models: the model's own call, where FSDP gathers the weights.
+        policy = self.model if sharded else acc.unwrap_model(self.model)
+        compute = sharded_statistics if sharded else rollout_statistics
         max_rows = self.rl.micro_batch_size or batch.response_ids.shape[0]
         parts, ref_parts = [], []
         self.model.eval()
         with acc.autocast():
             for rows in group_chunks(batch, max_rows):
                 chunk = batch.rows(rows)
-                kwargs = {"temperature": self.temperature, "fused": fused}
-                parts.append(rollout_statistics(policy, chunk, with_js=self.with_js, **kwargs))
+                kwargs = {"temperature": self.temperature}
+                parts.append(compute(policy, chunk, with_js=self.with_js, **kwargs))
                 if self.reference is not None:
-                    ref = rollout_statistics(self.reference, chunk, with_js=False, **kwargs)
+                    ref = compute(self.reference, chunk, with_js=False, **kwargs)
                     ref_parts.append(ref.logprob)
+        if sharded:
+            for model in (self.model, self.reference):
+                if model is not None:
+                    reshard(model)
         R = batch.response_ids.shape[1]
         ref_logprob = (
             torch.cat([F.pad(t, (0, R - t.shape[1])) for t in ref_parts]) if ref_parts else None
@@ -719,9 +785,15 @@ class GRPOTrainer:
         self, tensors: StepTensors, rows: slice, weight: float, *, sync: bool
     ) -> tuple[float, dict[str, float]]:
         """Add ``weight`` x the loss of ``rows`` to the gradients; returns the loss and its
-        info. ``sync=False`` skips DDP's gradient all-reduce (not the last micro-batch)."""
+        info. ``sync=False`` skips DDP's gradient all-reduce (not the last micro-batch).
+
+        Under FSDP2 every micro-batch reduce-scatters: skipping it would keep a whole
+        unsharded gradient per process across the micro-batches (+2 bytes a parameter in
+        bf16, ~15 GB at 7B), where synced gradients stay sharded.
+        """
         acc = self.accelerator
-        no_sync = contextlib.nullcontext() if sync else acc.no_sync(self.model)
+        skip = not sync and not is_fsdp(acc)
+        no_sync = acc.no_sync(self.model) if skip else contextlib.nullcontext()
         with no_sync, acc.autocast():
             chunk = tensors.batch.rows(rows)
             logprob = policy_logprobs(
@@ -774,10 +846,16 @@ class GRPOTrainer:
     def _param_checksum_spread(self) -> float:
         """Max - min over processes of a parameter checksum: 0 while DDP keeps the replicas
         in sync (every rank applies the same averaged gradient)."""
-        params = self.accelerator.unwrap_model(self.model).parameters()
-        checksum = torch.stack([p.double().sum() for p in params]).sum().reshape(1)
+        checksum = param_checksum(self.accelerator.unwrap_model(self.model))
         gathered = self.accelerator.gather(checksum.to(self.accelerator.device)).cpu()
         return float(gathered.max() - gathered.min())
+
+    @torch.no_grad()
+    def _param_checksum(self) -> float:
+        """FSDP: the whole model's parameter checksum, the sum of every process's shards'
+        (there are no replicas to compare); equals the checksum of the saved weights."""
+        local = param_checksum(self.model).to(self.accelerator.device)
+        return float(self.accelerator.reduce(local, "sum").cpu())
 
     def save_checkpoint(self, completed_steps: int) -> Path:
         """Everything needed to continue after ``completed_steps`` (``train.checkpoint``)."""

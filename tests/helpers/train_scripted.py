@@ -2,12 +2,16 @@
 step has a learning signal. Run by tests in a subprocess: under `accelerate launch`, and
 killed with SIGKILL then resumed.
 
-Usage: train_scripted.py RUN_DIR METHOD [--resume] [--dump-masks] [FIELD=VALUE ...]
+Usage: train_scripted.py RUN_DIR METHOD [--resume] [--dump-masks] [--dump-sharding] [FIELD=VALUE ...]
 
 ``--dump-masks`` writes ``selected-rank<r>.jsonl`` into the run's folder: per step, the
 selected token positions ``[row, t]`` with rows numbered over all processes (a process's
 rows follow those of the processes before it, as its prompts do), so the masks of a
 1-process and a 2-process run can be compared position by position.
+
+``--dump-sharding`` writes ``sharding-rank<r>.json`` into the run's folder after the last
+step: whether the policy and the reference are FSDP2 modules, the class names of their
+parameters, and how many parameter elements this process holds of how many in all.
 """
 
 import json
@@ -46,6 +50,39 @@ def record_selections(out: Path) -> None:
     GRPOTrainer.select = recording
 
 
+def record_sharding(out: Path) -> None:
+    """Wrap ``GRPOTrainer.train`` to dump how the policy and reference are held."""
+    import torch
+    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.tensor import DTensor
+
+    run = GRPOTrainer.train
+
+    def held(model):
+        params = list({id(p): p for p in model.parameters()}.values())
+        local = [p.to_local() if isinstance(p, DTensor) else p for p in params]
+        return {
+            "fsdp": isinstance(model, FSDPModule),
+            "param_types": sorted({type(p).__name__ for p in params}),
+            "local_numel": sum(t.numel() for t in local),
+            "numel": sum(p.numel() for p in params),
+            "meta": any(t.device == torch.device("meta") for t in local),
+        }
+
+    def recording(self, start_step=0):
+        history = run(self, start_step)
+        path = out / f"sharding-rank{self.accelerator.process_index}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        info = {"policy": held(self.model), "reference": held(self.reference)}
+        names = [name for name, _ in self.model.named_modules()]
+        info["policy"]["hf_gradient_checkpointing"] = self.model.is_gradient_checkpointing
+        info["policy"]["fsdp_checkpoint_wrapped"] = any("checkpoint_wrapped" in n for n in names)
+        path.write_text(json.dumps(info))
+        return history
+
+    GRPOTrainer.train = recording
+
+
 def main() -> None:
     run_dir, method, *assignments = sys.argv[1:]
     flags = {a for a in assignments if a.startswith("--")}
@@ -53,6 +90,8 @@ def main() -> None:
     resume = "--resume" in flags
     if "--dump-masks" in flags:
         record_selections(train_dir(Path(run_dir), method, 0))
+    if "--dump-sharding" in flags:
+        record_sharding(train_dir(Path(run_dir), method, 0))
     config = train_preset(
         "tiny-smoke", method=method, seed=0, overrides=parse_assignments(assignments)
     )
