@@ -45,6 +45,7 @@ from ictrepro.algos.losses import group_advantages, grpo_loss
 from ictrepro.algos.selection import SelectionInputs, get_selection
 from ictrepro.algos.token_stats import (
     TokenStats,
+    head_dtype,
     sampled_logprobs,
     sampled_logprobs_from_hidden,
     token_stats,
@@ -224,11 +225,15 @@ def rollout_statistics(
         attention_mask=batch.attention_mask,
         position_ids=batch.position_ids,
     ).last_hidden_state
-    # The hidden state at column c predicts the token at column c + 1.
-    hidden_BRD = hidden[:, P - 1 : P - 1 + R].to(head.weight.dtype)
+    # The hidden state at column c predicts the token at column c + 1. The head projects in
+    # the dtype the update's does (bf16 under bf16 autocast): an out= matmul bypasses
+    # autocast, and float32 logits here against bf16 ones there would make the PPO ratio of
+    # an unchanged policy differ from 1.
+    dtype = head_dtype(head.weight)
+    hidden_BRD = hidden[:, P - 1 : P - 1 + R].to(dtype)
     return token_stats_from_hidden(
         hidden_BRD,
-        head.weight,
+        head.weight.to(dtype),
         batch.response_ids,
         batch.response_mask,
         group_ids,
