@@ -52,6 +52,9 @@ class HFSampler:
         # generate() reads the parameters in place; only a different object needs a swap.
         self.model = model
 
+    def close(self) -> None:
+        pass  # the model is the caller's
+
 
 def make_sampler(
     name: str,
@@ -73,11 +76,12 @@ def make_sampler(
         from ictrepro.config import VLLMSpec
         from ictrepro.rollout.vllm import VLLMSampler, make_engine
 
+        settings = vllm_settings or VLLMSpec()
         engine = make_engine(
             model_path or model.name_or_path,
-            vllm_settings or VLLMSpec(),
+            settings,
             dtype=vllm_dtype,
             max_model_len=max_model_len,
         )
-        return VLLMSampler(engine)
+        return VLLMSampler(engine, sleep=settings.enable_sleep_mode)
     raise ConfigError(f"unknown sampler {name!r}; valid: {', '.join(SAMPLERS)}")
