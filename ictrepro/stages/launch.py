@@ -100,8 +100,8 @@ class LaunchPlan:
                 "SHARDED_STATE_DICT",
                 "--fsdp_cpu_ram_efficient_loading",
                 "true",
-                "--fsdp_activation_checkpointing",
-                "true",
+                # No --fsdp_activation_checkpointing: the preset's own
+                # infra.gradient_checkpointing already recomputes, and both would twice.
             ]
         return args
 
