@@ -885,7 +885,7 @@ def logprob_gap(
     host = torch.zeros(batch.response_ids.shape, dtype=torch.float32, device="cpu")
     for b, c in enumerate(flat):
         if c.logprobs:
-            host[b, : len(c.logprobs)] = torch.tensor(c.logprobs, dtype=torch.float32)
+            host[b, : len(c.logprobs)] = torch.tensor(c.logprobs, dtype=torch.float32, device="cpu")
     engine = host.to(old_logprob_BR.device)
     mask = batch.response_mask
     gap = torch.where(mask, (engine - old_logprob_BR.float()).abs(), 0.0)
