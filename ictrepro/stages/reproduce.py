@@ -12,6 +12,11 @@ tasks of ``jobs`` long-lived worker processes of one thread each: on two cores t
 faster than one process of two threads, each model is evaluated as soon as its training
 finished, and the imports are paid once per worker. The numbers depend on the thread
 count, so ``RUN/reproduce.json`` records the ``jobs`` (and each stage's wall time).
+
+A paper preset (``paper-*``) on a machine with GPUs runs the paper's way instead
+(``stages.launch``): each training run is an ``accelerate launch`` across the GPUs in bf16
+with the vLLM sampler, then one ``ictrepro eval --backend vllm`` process evaluates every
+model, one engine at a time. Without a GPU such a preset is refused unless forced to the CPU.
 """
 
 from __future__ import annotations
