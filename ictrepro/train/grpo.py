@@ -517,7 +517,10 @@ class GRPOTrainer:
         )
         t2 = time.perf_counter()
         stats, ref_logprob = self.statistics(batch)
-        gap = logprob_gap(completions, batch, stats.logprob)
+        # The engine reports log-probs at the sampling temperature after top-p: comparable
+        # with the trainer's where those are its statistics' temperature and no top-p.
+        comparable = self.temperature == self.rl.temperature and self.rl.top_p == 1.0
+        gap = logprob_gap(completions, batch, stats.logprob) if comparable else MetricSums()
         mask = self.select(batch, advantages, stats, step)
         t3 = time.perf_counter()
 
