@@ -318,7 +318,14 @@ def reproduce(
         help="Worker processes (one thread each) that train and evaluate; the results depend "
         "on it (the pinned ones used 2).",
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and stop."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the plan (and how runs are launched here) and stop."
+    ),
+    force_cpu: bool = typer.Option(
+        False,
+        "--force-cpu",
+        help="Run a paper-* preset on a machine without a GPU anyway (float32, in-process).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
 ) -> None:
     """Run every stage of a preset end to end, resuming where it stopped.
@@ -340,6 +347,7 @@ def reproduce(
         methods=None if methods is None else _csv(methods),
         seeds=seed_list,
         prepare_options=options,
+        force_cpu=force_cpu,
     )
     if dry_run:
         for line in plan.describe():

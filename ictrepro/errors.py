@@ -33,3 +33,8 @@ class UserModuleError(IctreproError, RuntimeError):
 
 class TrainingDiverged(IctreproError, RuntimeError):
     """Training produced non-finite values; the message names the step and quantity."""
+
+
+class SamplerWeightsError(IctreproError, RuntimeError):
+    """The inference engine does not sample from the trainer's weights (a weight push
+    that did not land, or an engine built from another model)."""

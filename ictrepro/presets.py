@@ -26,6 +26,7 @@ from ictrepro.config import (
     RLSpec,
     SFTSpec,
     TrainConfig,
+    VLLMSpec,
     apply_overrides,
 )
 from ictrepro.data.benchmarks import PAPER_BENCHMARKS
@@ -181,7 +182,14 @@ def _paper(name: str, model: str) -> Preset:
         sample_batch_size=1024,
         chunked_logprobs=True,  # at V = 151,936 the full logits path does not fit
     )
-    infra = InfraSpec(checkpoint_every=20, verifier_workers=8, gradient_checkpointing=True)
+    # vLLM sleeps while the policy updates (TRL's and verl's colocated mode): its share of
+    # the GPU is free for the update's peak (docs/paper-scale.md, "Memory per GPU").
+    infra = InfraSpec(
+        checkpoint_every=20,
+        verifier_workers=8,
+        gradient_checkpointing=True,
+        vllm=VLLMSpec(enable_sleep_mode=True),
+    )
     prepare = PretrainedPrepareConfig(preset=name, model=model, dtype="bfloat16")
     return Preset(
         name,

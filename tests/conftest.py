@@ -110,6 +110,9 @@ class ScriptedSampler:
     def update_weights(self, model):
         pass
 
+    def close(self):
+        pass
+
 
 #: The modules whose samplers the scripted policy replaces.
 EVALUATORS = ("ictrepro.stages.eval", "ictrepro.stages.sample")

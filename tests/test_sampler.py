@@ -28,6 +28,7 @@ class FakeParams:
     max_tokens: int
     seed: int
     stop: list
+    logprobs: int | None = None
 
 
 @dataclass
@@ -42,11 +43,20 @@ class FakeEngine:
         self.calls.append((list(prompts), list(sampling_params)))
         outputs = []
         for prompt, params in zip(prompts, sampling_params, strict=True):
+            assert "sleep" not in self.state, "generate on a sleeping engine"
+            self.events.append("generate")
             samples = [
                 SimpleNamespace(
                     text=f"{prompt}|{params.seed}|{j}",
                     token_ids=[params.seed % 97, j],
                     finish_reason="stop" if j % 2 == 0 else "length",
+                    # As vLLM's: per position, {token id: Logprob} holding the sampled one.
+                    logprobs=None
+                    if params.logprobs is None
+                    else [
+                        {params.seed % 97: SimpleNamespace(logprob=-0.25), 7: None},
+                        {j: SimpleNamespace(logprob=-1.0 - j)},
+                    ],
                 )
                 for j in range(params.n)
             ]
@@ -60,6 +70,19 @@ class FakeEngine:
 
     def reset_prefix_cache(self):
         self.events.append("reset_prefix_cache")
+
+    state: set = field(default_factory=set)
+
+    def sleep(self, level):
+        self.events.append(f"sleep{level}")
+        self.state = {"sleep"}
+
+    def wake_up(self, tags):
+        self.events.append("wake " + ",".join(tags))
+        self.state = self.state - {"sleep"} if "kv_cache" in tags else self.state
+
+    def shutdown(self):
+        self.events.append("shutdown")
 
 
 def test_vllm_requests_and_responses_are_converted():
@@ -190,3 +213,76 @@ def test_hf_stop_strings_end_and_cut_the_response(tmp_path_factory):
             else:
                 assert c.text == f.text
             assert not c.token_ids or c.token_ids[-1] != tok.pad_token_id  # padding stripped
+
+
+def test_vllm_reports_the_sampled_tokens_own_logprobs():
+    engine = FakeEngine()
+    out = VLLMSampler(engine, params_factory=FakeParams).sample(["p"], SamplingParams(n=2), seed=1)
+    ((_, (request,)),) = engine.calls
+    assert request.logprobs == 0  # the sampled token only
+    assert [c.logprobs for c in out[0]] == [(-0.25, -1.0), (-0.25, -2.0)]
+    # Log-probs are not part of a completion's identity.
+    assert out[0][0] == Completion(out[0][0].text, out[0][0].token_ids, True)
+
+
+def test_vllm_sleeps_after_sampling_and_wakes_weights_then_kv_cache_around_the_push():
+    """TRL's colocate order: sample, sleep (level 1: weights kept in host memory), wake the
+    weights, push, wake the KV cache, drop the prefix cache, sample again."""
+    engine = FakeEngine()
+    sampler = VLLMSampler(engine, params_factory=FakeParams, sleep=True)
+    sampler.sample(["p"], SamplingParams(n=1), seed=0)
+    assert sampler.asleep
+    sampler.update_weights(torch.nn.Linear(2, 2))
+    sampler.sample(["p"], SamplingParams(n=1), seed=1)
+    # A step without an update (no signal): the next sampling wakes it all by itself.
+    sampler.sample(["p"], SamplingParams(n=1), seed=2)
+    assert engine.events == [
+        "generate",
+        "sleep1",
+        "wake weights",
+        "reload",
+        "wake kv_cache",
+        "reset_prefix_cache",
+        "generate",
+        "sleep1",
+        "wake weights",
+        "wake kv_cache",
+        "generate",
+        "sleep1",
+    ]
+    # Without sleep mode nothing sleeps (vLLM's CPU build has no sleep mode).
+    awake = FakeEngine()
+    plain = VLLMSampler(awake, params_factory=FakeParams)
+    plain.sample(["p"], SamplingParams(n=1), seed=0)
+    plain.update_weights(torch.nn.Linear(2, 2))
+    assert awake.events == ["generate", "reload", "reset_prefix_cache"]
+
+
+def test_vllm_close_shuts_the_engine_down_once():
+    engine = FakeEngine()
+    sampler = VLLMSampler(engine, params_factory=FakeParams)
+    sampler.close()
+    sampler.close()
+    assert engine.events == ["shutdown"] and sampler.engine is None
+
+
+def test_logprob_gap_and_the_hard_failure():
+    from ictrepro.errors import SamplerWeightsError
+    from ictrepro.train.grpo import VLLM_GAP_LIMIT, build_batch, check_logprob_gap, logprob_gap
+
+    completions = [
+        [Completion("", (5, 6, 7), True, (-1.0, -2.0, -0.5)), Completion("", (8,), True, (-3.0,))]
+    ]
+    batch = build_batch([[1, 2]], completions, [1.0, 0.0], 0, torch.device("cpu"))
+    old = torch.tensor([[-1.25, -2.0, -0.5], [-2.0, 0.0, 0.0]])
+    (metrics,) = [logprob_gap(completions, batch, old).reduce()]
+    # |(-1) - (-1.25)| + 0 + 0 + |(-3) - (-2)| over 4 response tokens (padding ignored).
+    assert metrics["vllm_logprob_gap"] == pytest.approx(1.25 / 4)
+    hf = [[Completion("", (5, 6, 7), True), Completion("", (8,), True)]]
+    assert logprob_gap(hf, batch, old).reduce() == {}  # the HF backend: no such metric
+    check_logprob_gap({"step": 3, "vllm_logprob_gap": VLLM_GAP_LIMIT}, "vllm")
+    check_logprob_gap({"step": 3}, "hf")
+    with pytest.raises(SamplerWeightsError, match=r"step 3: .* 0.6 nats .*push did not land"):
+        check_logprob_gap({"step": 3, "vllm_logprob_gap": 0.6}, "vllm")
+    with pytest.raises(SamplerWeightsError):
+        check_logprob_gap({"step": 3, "vllm_logprob_gap": float("nan")}, "vllm")

@@ -10,6 +10,7 @@ from reference import js_divergence, stats_reference
 
 from ictrepro.algos.token_stats import (
     group_js,
+    head_dtype,
     sampled_logprobs,
     sampled_logprobs_from_hidden,
     token_stats,
@@ -340,6 +341,59 @@ def test_sampled_logprobs_from_hidden_bf16_close_to_float32():
     half = sampled_logprobs_from_hidden(h.bfloat16(), w.bfloat16(), tokens, mask)
     assert half.dtype == torch.float32
     torch.testing.assert_close(half, full, rtol=0.05, atol=0.05)
+
+
+def bf16_reference(h, w, tokens, mask, temperature):
+    """Float64 log-probs and their gradients from the logits a bf16 head gives: ``h`` and
+    ``w`` rounded to bf16, their product rounded to bf16 (what autocast's matmul returns),
+    everything after it in float64. Returns (logprob [B, T], d/dh, d/dw) of ``logprob.sum()``.
+    """
+    h16, w16 = h.bfloat16().double(), w.bfloat16().double()
+    z = (h16 @ w16.T).bfloat16().double() / temperature
+    logp = torch.log_softmax(z, dim=-1)
+    logprob = torch.where(mask, logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1), 0.0)
+    # d logp / d z = onehot(token) - softmax(z), over tau; the rounding passes the gradient.
+    dz = (torch.nn.functional.one_hot(tokens, w.shape[0]) - logp.exp()) / temperature
+    dz = torch.where(mask.unsqueeze(-1), dz, 0.0)
+    return logprob, dz @ w16, torch.einsum("btv,btd->vd", dz, h16)
+
+
+@pytest.mark.parametrize(("B", "T", "D", "V", "chunk"), [(2, 3, 8, 11, 2), (3, 7, 16, 64, None)])
+def test_sampled_logprobs_from_hidden_under_bf16_autocast(B, T, D, V, chunk):
+    """Under bf16 autocast the chunked head computes the logits the model's own head does
+    (bf16) in both passes: log-probs and gradients of a float64 reference built on those
+    logits, and the plain logits path's log-probs."""
+    gen = torch.Generator().manual_seed(V)
+    h = torch.randn(B, T, D, generator=gen, requires_grad=True)
+    w = torch.randn(V, D, generator=gen, requires_grad=True)
+    tokens = torch.randint(0, V, (B, T), generator=gen)
+    mask = torch.rand(B, T, generator=gen) > 0.3
+    mask[0, 0] = True
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = sampled_logprobs_from_hidden(h, w, tokens, mask, temperature=0.7, chunk_size=chunk)
+        plain = sampled_logprobs(h @ w.T, tokens, temperature=0.7)
+    got.sum().backward()  # outside autocast: custom_bwd restores the forward's state
+    expected, grad_h, grad_w = bf16_reference(h.detach(), w.detach(), tokens, mask, 0.7)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[mask], plain[mask], rtol=1e-5, atol=1e-5)
+    # d/dw accumulates in float32 from the bf16-rounded h; d/dh is one bf16 matmul (the
+    # incoming gradient rounded to bf16, as the logits path's is): 2^-8 relative.
+    torch.testing.assert_close(w.grad.double(), grad_w, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(h.grad.double(), grad_h, rtol=1e-2, atol=1e-2)
+    # The float32 head (the old statistics pass) is measurably different: the test can fail.
+    fp32 = hidden_logprob_reference(h.detach(), w.detach(), tokens, mask, 0.7)
+    assert (fp32 - expected).abs().max() > 1e-3
+
+
+def test_head_dtype_follows_autocast():
+    x = torch.zeros(2, dtype=torch.float32)
+    assert head_dtype(x) == torch.float32
+    assert head_dtype(x.double()) == torch.float64
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert head_dtype(x) == torch.bfloat16
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):
+        assert head_dtype(x) == torch.float32
 
 
 def test_sampled_logprobs_from_hidden_equals_the_logits_path():

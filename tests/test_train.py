@@ -482,6 +482,61 @@ def test_chunked_logprobs_equal_the_logits_path_with_their_gradients(prepared):
         torch.testing.assert_close(chunked_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
 
 
+#: Under bf16 autocast, how far an unchanged policy's update log-probs may be from the
+#: statistics pass's: both apply the same bf16 logits, so what is left is float32 rounding
+#: of the log-softmax (measured: at most a few 1e-7). A float32 head in one pass and a bf16
+#: one in the other is off by about 2^-8 of a logit (over 1e-3 here).
+BF16_RATIO_BOUND = 1e-5
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_unchanged_policy_has_ratio_one_and_no_kl_under_bf16_autocast(prepared, chunked):
+    model = AutoModelForCausalLM.from_pretrained(prepared / "base_model")
+    reference = AutoModelForCausalLM.from_pretrained(prepared / "base_model").eval()
+    tok = AutoTokenizer.from_pretrained(prepared / "base_model")
+    gen = torch.Generator().manual_seed(3)
+    prompts = [tok(t)["input_ids"] for t in ("one", "two words", "three short words")]
+    completions = [
+        [
+            Completion("", tuple(torch.randint(5, 300, (n,), generator=gen).tolist()), True)
+            for n in ns
+        ]
+        for ns in ((7, 3), (9, 1), (4, 8))
+    ]
+    batch = build_batch(prompts, completions, [1.0, 0.0] * 3, tok.pad_token_id, torch.device("cpu"))
+    mask = batch.response_mask
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        old = rollout_statistics(model.eval(), batch, temperature=0.7, with_js=True).logprob
+        ref = rollout_statistics(reference, batch, temperature=0.7, with_js=False).logprob
+        new = policy_logprobs(model.train(), batch, temperature=0.7, chunked=chunked)
+        _, info = grpo_loss(
+            new, old, torch.tensor([1.0, -1.0] * 3), mask, mask, ref_logprob_BT=ref, kl_coef=0.1
+        )
+    ratio = torch.exp(new - old)[mask]
+    assert (ratio - 1).abs().max() <= BF16_RATIO_BOUND
+    assert info["clip_fraction"] == 0.0
+    assert 0.0 <= info["kl"] <= BF16_RATIO_BOUND**2
+    # What the statistics pass gave before (a float32 head) is outside the bound.
+    fp32_old = rollout_statistics(model.eval(), batch, temperature=0.7, with_js=False).logprob
+    assert (new.detach() - fp32_old)[mask].abs().max() > 100 * BF16_RATIO_BOUND
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_bf16_training_starts_with_no_kl(run_dir, chunked):
+    """A whole step under ``mixed_precision="bf16"`` (in a subprocess: accelerate's state
+    is per process): the first update sees an unchanged policy, so its KL and clipped
+    objective are 0 up to float32 rounding."""
+    helper = Path(__file__).parent / "helpers" / "train_scripted.py"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_MIXED_PRECISION": "bf16"}
+    args = ["rl.steps=1", f"rl.chunked_logprobs={str(chunked).lower()}"]
+    subprocess.run([sys.executable, str(helper), str(run_dir), "grpo", *args], check=True, env=env)
+    out = train_dir(run_dir, "grpo", 0)
+    assert load_record(out, "train")["info"]["mixed_precision"] == "bf16"
+    first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert first["kl"] <= BF16_RATIO_BOUND**2 and abs(first["loss"]) <= BF16_RATIO_BOUND
+    assert first["clip_fraction"] == 0.0
+
+
 def test_gradient_checkpointing_leaves_results_unchanged(run_dir):
     plain = train(smoke("grpo"), run_dir, show_progress=False, verifier=ScriptedVerifier())
     plain_weights = weights(plain.out_dir / "final_model")

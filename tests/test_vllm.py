@@ -128,6 +128,8 @@ def test_three_training_steps_with_the_vllm_sampler(world):
     metrics = [json.loads(line) for line in lines]
     assert [m["step"] for m in metrics] == [1, 2, 3]
     assert all(m["response_length_mean"] > 0 for m in metrics)
+    # float32 engine, float32 trainer: the engine's log-probs are the trainer's.
+    assert all(m["vllm_logprob_gap"] < 1e-3 for m in metrics), metrics
 
 
 def test_one_engine_per_process_under_accelerate_launch(world, tmp_path):
@@ -214,3 +216,104 @@ def test_fsdp2_training_with_one_engine_per_process_equals_one_process(world, tm
         assert two["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-5)
         assert two["kl"] == pytest.approx(one["kl"], rel=1e-4, abs=1e-12)
     assert len(runs["two"]) == 3 and "param_checksum" in runs["two"][0]
+
+
+def test_every_push_lands_in_a_training_run(world, tmp_path):
+    """A scripted verifier gives every step a signal, so every step updates (lr 1e-3)
+    and pushes; the next step's gap says the engine samples from the updated weights."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(world, run_dir, ignore=shutil.ignore_patterns("train"))
+    helper = Path(__file__).parent / "helpers" / "train_scripted.py"
+    args = ["rl.sampler=vllm", "rl.vllm_dtype=float32", "rl.steps=3"]
+    done = subprocess.run(
+        [sys.executable, str(helper), str(run_dir), "grpo", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = (run_dir / "train" / "grpo-seed0" / "metrics.jsonl").read_text().splitlines()
+    metrics = [json.loads(line) for line in lines]
+    assert all(m["update_skipped"] is False for m in metrics)
+    assert metrics[-1]["kl"] > 1e-6  # the policy moved away from the reference
+    assert all(m["vllm_logprob_gap"] < 1e-3 for m in metrics), metrics
+
+
+def test_engine_logprobs_are_the_trainers_and_a_missed_push_shows(sampler, hf_model):
+    """The log-prob the engine reports for each sampled token equals HF's; against weights
+    the engine never received, the gap exceeds the trainer's hard limit."""
+    from ictrepro.train.grpo import VLLM_GAP_LIMIT
+
+    model, tokenizer = hf_model
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=12)
+
+    def gap(policy, groups):
+        diffs = [
+            (sequence_logprobs(policy, tokenizer, prompt, c.token_ids) - torch.tensor(c.logprobs))
+            .abs()
+            .tolist()
+            for prompt, group in zip(PROMPTS, groups, strict=True)
+            for c in group
+            if c.token_ids
+        ]
+        flat = [d for row in diffs for d in row]
+        return sum(flat) / len(flat)
+
+    out = sampler.sample(PROMPTS, params, seed=7)
+    assert all(len(c.logprobs) == len(c.token_ids) for g in out for c in g)
+    assert gap(model, out) < 1e-3
+    updated = type(model)(model.config)
+    updated.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        for p in updated.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1)) * 0.5)
+    updated.eval()
+    assert gap(updated, sampler.sample(PROMPTS, params, seed=7)) > VLLM_GAP_LIMIT  # not pushed
+    sampler.update_weights(updated)
+    assert gap(updated, sampler.sample(PROMPTS, params, seed=7)) < 1e-3
+    sampler.update_weights(model)
+
+
+def test_sleep_mode_where_the_build_supports_it(world):
+    """Sleep, wake the weights, push, wake the KV cache: the outputs are those of an engine
+    that never slept. vLLM's CPU build may have no sleep mode: then this says so."""
+    spec = VLLMSpec(enable_sleep_mode=True)
+    try:
+        engine = make_engine(str(world / "base_model"), spec, dtype="float32", max_model_len=256)
+    except Exception as e:  # the build's own refusal, whatever its type
+        if "sleep" not in str(e).lower():
+            raise
+        pytest.skip(f"this vLLM build has no sleep mode: {type(e).__name__}: {e}")
+    from transformers import AutoModelForCausalLM
+
+    sampler = VLLMSampler(engine, sleep=True)
+    params = SamplingParams(n=1, temperature=0.0, max_new_tokens=16)
+    try:
+        first = sampler.sample(PROMPTS, params, seed=0)
+        assert sampler.asleep
+        sampler.update_weights(AutoModelForCausalLM.from_pretrained(world / "base_model"))
+        assert sampler.sample(PROMPTS, params, seed=0) == first
+    finally:
+        sampler.close()
+
+
+def test_a_closed_engine_makes_room_for_the_next(world, sampler):
+    """Evaluation builds one engine per model: each is shut down before the next is made.
+    (Last in this file: closing tears down vLLM's in-process state of the module's engine.)"""
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=12)
+    expected = sampler.sample(PROMPTS, params, seed=5)
+    sampler.close()
+    for _ in range(2):
+        engine = make_engine(
+            str(world / "base_model"), VLLMSpec(), dtype="float32", max_model_len=256
+        )
+        again = VLLMSampler(engine)
+        assert again.sample(PROMPTS, params, seed=5) == expected
+        again.close()
+        assert again.engine is None

@@ -31,6 +31,7 @@ where the sweeps dominate, and stays eager for small ones, where compile time wo
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable, Iterator
@@ -472,49 +473,85 @@ def sampled_logprobs(logits_BTV: Tensor, tokens_BT: Tensor, *, temperature: floa
     return logp_BTV.gather(-1, tokens_BT.long().unsqueeze(-1)).squeeze(-1)
 
 
-class _HiddenLogprob(torch.autograd.Function):
-    """log softmax(h W^T / tau)[token] per row, chunk by chunk, recomputed in backward.
+def head_dtype(tensor: Tensor) -> torch.dtype:
+    """The dtype an LM-head matmul on ``tensor``'s device runs in: autocast's (bf16 under
+    ``mixed_precision="bf16"``) while autocast is on there, as the model's own ``nn.Linear``
+    head runs; else ``tensor``'s own dtype.
 
-    Saves only the inputs and one log-normaliser per row, so neither pass holds more than
-    ``chunk x V`` logits, whatever ``N x V`` is. Accumulates in float32, or in float64 for
-    float64 inputs (which the gradient check uses).
+    Every pass that turns hidden states into logits (the statistics of the rollout policy,
+    the reference, and the update, chunked or not) projects in this dtype, so an unchanged
+    policy gets exactly the same logits in the statistics and in the update (docs/training.md,
+    "Mixed precision").
+    """
+    device_type = tensor.device.type
+    if torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return tensor.dtype
+
+
+@functools.cache
+def _hidden_logprob(device_type: str) -> type[torch.autograd.Function]:
+    """The autograd function of ``sampled_logprobs_from_hidden`` for ``device_type``.
+
+    ``custom_fwd``/``custom_bwd`` make the backward pass (which autograd may run on another
+    thread, where no autocast is active) see the forward's autocast state; they take the
+    device type when the class is made, hence one class per device type.
     """
 
-    @staticmethod
-    def forward(ctx: Any, h_ND: Tensor, w_VD: Tensor, tokens_N: Tensor, tau: float, chunk: int):
-        N = h_ND.shape[0]
-        acc = torch.promote_types(h_ND.dtype, torch.float32)
-        logp_N = torch.empty(N, dtype=acc, device=h_ND.device)
-        lse_N = torch.empty(N, dtype=acc, device=h_ND.device)
-        for n0 in range(0, N, chunk):
-            rows = slice(n0, min(n0 + chunk, N))
-            z_CV = (h_ND[rows] @ w_VD.T).to(acc) / tau
-            lse_N[rows] = torch.logsumexp(z_CV, dim=-1)
-            logp_N[rows] = z_CV.gather(1, tokens_N[rows, None]).squeeze(1) - lse_N[rows]
-        ctx.save_for_backward(h_ND, w_VD, tokens_N, lse_N)
-        ctx.tau, ctx.chunk = tau, chunk
-        return logp_N
+    class _HiddenLogprob(torch.autograd.Function):
+        """log softmax(h W^T / tau)[token] per row, chunk by chunk, recomputed in backward.
 
-    @staticmethod
-    def backward(ctx: Any, grad_N: Tensor):
-        h_ND, w_VD, tokens_N, lse_N = ctx.saved_tensors
-        tau, chunk = ctx.tau, ctx.chunk
-        N, acc = h_ND.shape[0], lse_N.dtype
-        grad_N = grad_N.to(acc)
-        grad_h = torch.empty_like(h_ND) if ctx.needs_input_grad[0] else None
-        grad_w = torch.zeros(w_VD.shape, dtype=acc, device=w_VD.device)
-        for n0 in range(0, N, chunk):
-            rows = slice(n0, min(n0 + chunk, N))
-            z_CV = (h_ND[rows] @ w_VD.T).to(acc) / tau
-            # d logp / d z = onehot(token) - softmax(z), times the incoming grad, over tau.
-            dz_CV = torch.exp(z_CV - lse_N[rows, None]).mul_(-grad_N[rows, None])
-            dz_CV.scatter_add_(1, tokens_N[rows, None], grad_N[rows, None]).div_(tau)
-            if grad_h is not None:
-                grad_h[rows] = dz_CV.to(h_ND.dtype) @ w_VD
-            if ctx.needs_input_grad[1]:
-                # In place: a [V, D] product per chunk would double the head's gradient memory.
-                grad_w.addmm_(dz_CV.T, h_ND[rows].to(acc))
-        return grad_h, grad_w.to(w_VD.dtype) if ctx.needs_input_grad[1] else None, None, None, None
+        Saves only the inputs and one log-normaliser per row, so neither pass holds more
+        than ``chunk x V`` logits, whatever ``N x V`` is. The head's matmul runs in
+        ``head_dtype`` (bf16 under bf16 autocast, like the model's own head), everything
+        after it in float32, or float64 for float64 inputs (which the gradient check uses).
+        """
+
+        @staticmethod
+        @torch.amp.custom_fwd(device_type=device_type)
+        def forward(ctx: Any, h_ND: Tensor, w_VD: Tensor, tokens_N: Tensor, tau: float, chunk: int):
+            N = h_ND.shape[0]
+            acc = torch.promote_types(h_ND.dtype, torch.float32)
+            low = head_dtype(h_ND)
+            w_low = w_VD.to(low)  # one cast of the head per call, not per chunk
+            logp_N = torch.empty(N, dtype=acc, device=h_ND.device)
+            lse_N = torch.empty(N, dtype=acc, device=h_ND.device)
+            for n0 in range(0, N, chunk):
+                rows = slice(n0, min(n0 + chunk, N))
+                z_CV = (h_ND[rows].to(low) @ w_low.T).to(acc) / tau
+                lse_N[rows] = torch.logsumexp(z_CV, dim=-1)
+                logp_N[rows] = z_CV.gather(1, tokens_N[rows, None]).squeeze(1) - lse_N[rows]
+            ctx.save_for_backward(h_ND, w_VD, tokens_N, lse_N)
+            ctx.tau, ctx.chunk, ctx.low = tau, chunk, low
+            return logp_N
+
+        @staticmethod
+        @torch.amp.custom_bwd(device_type=device_type)
+        def backward(ctx: Any, grad_N: Tensor):
+            h_ND, w_VD, tokens_N, lse_N = ctx.saved_tensors
+            tau, chunk, low = ctx.tau, ctx.chunk, ctx.low
+            N, acc = h_ND.shape[0], lse_N.dtype
+            w_low = w_VD.to(low)
+            grad_N = grad_N.to(acc)
+            grad_h = torch.empty_like(h_ND) if ctx.needs_input_grad[0] else None
+            grad_w = torch.zeros(w_VD.shape, dtype=acc, device=w_VD.device)
+            for n0 in range(0, N, chunk):
+                rows = slice(n0, min(n0 + chunk, N))
+                h_CD = h_ND[rows].to(low)  # the operand the forward's logits came from
+                z_CV = (h_CD @ w_low.T).to(acc) / tau
+                # d logp / d z = onehot(token) - softmax(z), times the incoming grad, over tau.
+                dz_CV = torch.exp(z_CV - lse_N[rows, None]).mul_(-grad_N[rows, None])
+                dz_CV.scatter_add_(1, tokens_N[rows, None], grad_N[rows, None]).div_(tau)
+                if grad_h is not None:
+                    grad_h[rows] = dz_CV.to(low) @ w_low
+                if ctx.needs_input_grad[1]:
+                    # In place, accumulated in float32 (in-place ops are not autocast): a
+                    # [V, D] product per chunk would double the head's gradient memory.
+                    grad_w.addmm_(dz_CV.T, h_CD.to(acc))
+            grad_w = grad_w.to(w_VD.dtype) if ctx.needs_input_grad[1] else None
+            return grad_h, grad_w, None, None, None
+
+    return _HiddenLogprob
 
 
 def sampled_logprobs_from_hidden(
@@ -554,7 +591,7 @@ def sampled_logprobs_from_hidden(
     _check_common("hidden_BTD", (B, T), tokens_BT, response_mask_BT, None, temperature, chunk_size)
     _check_token_range(tokens_BT, response_mask_BT, V)
     chunk = chunk_size or max(1, UPDATE_CHUNK_ELEMENTS // V)
-    logp_N = _HiddenLogprob.apply(
+    logp_N = _hidden_logprob(hidden_BTD.device.type).apply(
         hidden_BTD[response_mask_BT],
         lm_head_VD,
         tokens_BT[response_mask_BT].long(),

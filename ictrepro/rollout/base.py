@@ -11,7 +11,7 @@ so there is nothing to do; an inference engine (vLLM) must receive the new weigh
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ictrepro.rollout.params import SamplingParams
@@ -23,11 +23,17 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Completion:
     """One sampled response: its text (special tokens removed), its token ids (up to and
-    including EOS if it stopped) and whether it stopped by itself (EOS) or hit the limit."""
+    including EOS if it stopped) and whether it stopped by itself (EOS) or hit the limit.
+
+    ``logprobs``: the sampler's own log-prob of each token (vLLM reports them; the HF
+    backend samples from the trainer's model and reports none). Not part of equality: two
+    samplings of the same tokens are the same completion.
+    """
 
     text: str
     token_ids: tuple[int, ...]
     finished: bool
+    logprobs: tuple[float, ...] | None = field(default=None, compare=False)
 
 
 class Sampler(Protocol):
@@ -47,4 +53,8 @@ class Sampler(Protocol):
 
     def update_weights(self, model: PreTrainedModel) -> None:
         """Make the next ``sample`` use ``model``'s current weights."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend holds (an engine's GPU memory); no ``sample`` after."""
         ...

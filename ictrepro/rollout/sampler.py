@@ -50,6 +50,9 @@ class HFSampler:
         # generate() reads the parameters in place; only a different object needs a swap.
         self.model = model
 
+    def close(self) -> None:
+        pass  # the model is the caller's
+
 
 def make_sampler(
     name: str,
@@ -68,11 +71,12 @@ def make_sampler(
     if name == "hf":
         return HFSampler(model, tokenizer, batch_size=batch_size)
     if name == "vllm":
+        settings = vllm_settings or VLLMSpec()
         engine = make_engine(
             model_path or model.name_or_path,
-            vllm_settings or VLLMSpec(),
+            settings,
             dtype=vllm_dtype,
             max_model_len=max_model_len,
         )
-        return VLLMSampler(engine)
+        return VLLMSampler(engine, sleep=settings.enable_sleep_mode)
     raise ConfigError(f"unknown sampler {name!r}; valid: {', '.join(SAMPLERS)}")

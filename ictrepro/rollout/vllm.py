@@ -13,11 +13,23 @@ with a fake engine in the default suite (``tests/test_sampler.py``).
   FSDP2 shards one at a time) into the engine's ``reload_weights`` through
   ``collective_rpc``, then resets the prefix cache, whose entries were computed with the
   old weights. Streaming needs the engine in the training process: ``make_engine`` sets
-  ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (colocated, as TRL's colocate mode).
+  ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (colocated, as TRL's colocate mode);
+- sleep mode (``infra.vllm.enable_sleep_mode``, GPU only): after sampling the engine
+  sleeps at level 1 (weights copied to host memory, KV cache dropped) so that the update
+  has the GPU; before the next sampling it wakes its weights, receives the push, then
+  wakes its KV cache (the order of TRL's colocate mode). Level 2 would drop the weights
+  instead of copying them, and with them buffers the push does not carry (rotary tables);
+- log-probs: every request asks for the sampled token's log-prob (``logprobs=0``), with
+  temperature applied (``logprobs_mode="processed_logprobs"``), so the trainer can compare
+  them with its own (``vllm_logprob_gap``) and stop when the engine is not sampling from
+  the trainer's weights;
+- ``close`` shuts the engine down and frees its memory before another is built (evaluation
+  builds one per model).
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -51,6 +63,7 @@ def to_request_kwargs(
         "max_tokens": params.max_new_tokens,
         "seed": seed,
         "stop": list(stop),
+        "logprobs": 0,  # the sampled token's own log-prob only
     }
 
 
@@ -81,6 +94,20 @@ def make_engine(model_path: str, settings: Any, *, dtype: str, max_model_len: in
         enable_prefix_caching=True,
         seed=0,  # every request carries its own seed; this only fixes the engine's default
         **launcher_kwargs(settings),
+        # Log-probs at the sampling temperature, as the trainer's old log-probs are.
+        logprobs_mode="processed_logprobs",
+    )
+
+
+def sampled_logprobs(output: Any) -> tuple[float, ...] | None:
+    """The log-prob of each sampled token of a ``vllm.CompletionOutput`` (None when the
+    request asked for none): ``output.logprobs[t]`` maps token ids to ``Logprob``s and
+    holds the sampled token's."""
+    if getattr(output, "logprobs", None) is None:
+        return None
+    return tuple(
+        float(step[token].logprob)
+        for step, token in zip(output.logprobs, output.token_ids, strict=True)
     )
 
 
@@ -111,7 +138,8 @@ def launcher_kwargs(settings: Any) -> dict[str, Any]:
 def from_request_output(output: Any, n: int) -> list[Completion]:
     """``vllm.RequestOutput`` -> its ``n`` completions, in order."""
     completions = [
-        Completion(o.text, tuple(o.token_ids), o.finish_reason == "stop") for o in output.outputs
+        Completion(o.text, tuple(o.token_ids), o.finish_reason == "stop", sampled_logprobs(o))
+        for o in output.outputs
     ]
     if len(completions) != n:
         raise RuntimeError(
@@ -127,9 +155,17 @@ class VLLMSampler:
         engine: a ``vllm.LLM`` (``make_engine``), or a fake one in tests.
         params_factory: builds one request's parameters from ``to_request_kwargs``;
             ``vllm.SamplingParams`` unless given.
+        sleep: put the engine to sleep after sampling and wake it for the weight push and
+            the next sampling (the engine must have been made with sleep mode on).
     """
 
-    def __init__(self, engine: Any, *, params_factory: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        *,
+        params_factory: Callable[..., Any] | None = None,
+        sleep: bool = False,
+    ) -> None:
         if params_factory is None:
             try:
                 import vllm
@@ -137,6 +173,7 @@ class VLLMSampler:
                 raise ConfigError(INSTALL_HINT) from e
             params_factory = vllm.SamplingParams
         self.engine, self.params_factory = engine, params_factory
+        self.sleep, self.asleep = sleep, False
 
     def sample(
         self,
@@ -153,16 +190,56 @@ class VLLMSampler:
             )
             for i in range(len(prompts))
         ]
+        self.wake_up()
         outputs = self.engine.generate(prompts, sampling_params=requests, use_tqdm=False)
+        if self.sleep:
+            # Level 1: the weights go to host memory and come back as they were.
+            self.engine.sleep(level=1)
+            self.asleep = True
         if len(outputs) != len(prompts):
             raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
         return [from_request_output(o, params.n) for o in outputs]
 
+    def wake_up(self) -> None:
+        """Wake a sleeping engine (weights, then KV cache); nothing if it is awake."""
+        if self.asleep:
+            self.engine.wake_up(tags=["weights"])
+            self.engine.wake_up(tags=["kv_cache"])
+            self.asleep = False
+
     def update_weights(self, model: Any) -> None:
         """Stream the policy's current weights into the engine, then drop the prefix cache
-        (its keys and values were computed with the old weights)."""
+        (its keys and values were computed with the old weights). A sleeping engine wakes
+        its weights first and its KV cache only after the push, so the two never hold the
+        GPU beside the new weights' transfer at once."""
+        if self.asleep:
+            self.engine.wake_up(tags=["weights"])
         self.engine.collective_rpc(
             "reload_weights",
             kwargs={"weights_iterator": full_weights(model), "is_checkpoint_format": True},
         )
+        if self.asleep:
+            self.engine.wake_up(tags=["kv_cache"])
+            self.asleep = False
         self.engine.reset_prefix_cache()
+
+    def close(self) -> None:
+        """Shut the engine down and free its memory, so that another can be built (the
+        evaluation builds one per model). Idempotent."""
+        engine, self.engine = self.engine, None
+        if engine is None:
+            return
+        shutdown = getattr(engine, "shutdown", None)
+        if shutdown is None:  # vLLM releases without LLM.shutdown: its engine core's
+            core = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
+            shutdown = getattr(core, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        del engine
+        gc.collect()
+        try:
+            from vllm.distributed import cleanup_dist_env_and_memory
+        except ImportError:
+            return  # a fake engine in the tests
+        # The in-process engine's distributed state and cached memory (GPU only).
+        cleanup_dist_env_and_memory()

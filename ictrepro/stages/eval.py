@@ -17,6 +17,7 @@ benchmarks by name (``ictrepro.data.benchmarks``: the hub, or ``--data-dir``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
@@ -179,10 +180,9 @@ def evaluate_run(
     """
     if harness not in HARNESSES:
         raise ConfigError(f"unknown harness {harness!r}; valid: {', '.join(HARNESSES)}")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from ictrepro.rollout.sampler import make_sampler
     from ictrepro.stages.prepare_pretrained import prepared_benchmarks
     from ictrepro.verify import Verifier
 
@@ -230,14 +230,15 @@ def evaluate_run(
             if not todo:
                 console.print(f"eval: {model} is up to date")
                 continue
+            sampler = None
             if harness == "ours":
                 tokenizer = AutoTokenizer.from_pretrained(model_dir)
-                policy = AutoModelForCausalLM.from_pretrained(model_dir)
-                sampler = make_sampler(
-                    backend, policy, tokenizer, batch_size=batch_size, model_path=str(model_dir)
-                )
+                sampler = _make_eval_sampler(backend, model_dir, tokenizer, batch_size)
             total = sum(len(t.problems) for t, _ in todo)
-            with progress_bar(f"eval {model}", total=total, enabled=show_progress) as advance:
+            with (
+                contextlib.closing(sampler or _Nothing()),
+                progress_bar(f"eval {model}", total=total, enabled=show_progress) as advance,
+            ):
                 for task, identity in todo:
                     extra = None
                     if harness == "ours":
@@ -254,6 +255,41 @@ def evaluate_run(
                     )
     console.print(score_table(results, title=f"pass@k ({run_dir})"))
     return dict(results)
+
+
+#: The evaluation's vLLM engine has the GPU to itself (no trainer beside it).
+EVAL_VLLM_MEMORY = 0.85
+
+
+class _Nothing:
+    def close(self) -> None:
+        pass
+
+
+def _make_eval_sampler(backend: str, model_dir: Path, tokenizer: Any, batch_size: int) -> Any:
+    """The sampler of one model's evaluation, closed before the next model's is made: an
+    HF model (on the GPU when there is one), or one vLLM engine, which alone holds the
+    weights (no HF copy is loaded beside it)."""
+    from ictrepro.config import VLLMSpec
+    from ictrepro.rollout.sampler import make_sampler
+
+    policy = None
+    if backend == "hf":
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        policy = AutoModelForCausalLM.from_pretrained(model_dir)
+        accelerator = torch.accelerator.current_accelerator()
+        if accelerator is not None:
+            policy = policy.to(accelerator)
+    return make_sampler(
+        backend,
+        policy,
+        tokenizer,
+        batch_size=batch_size,
+        model_path=str(model_dir),
+        vllm_settings=VLLMSpec(gpu_memory_utilization=EVAL_VLLM_MEMORY),
+    )
 
 
 def _sample_ours(

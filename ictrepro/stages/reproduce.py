@@ -12,6 +12,11 @@ tasks of ``jobs`` long-lived worker processes of one thread each: on two cores t
 faster than one process of two threads, each model is evaluated as soon as its training
 finished, and the imports are paid once per worker. The numbers depend on the thread
 count, so ``RUN/reproduce.json`` records the ``jobs`` (and each stage's wall time).
+
+A paper preset (``paper-*``) on a machine with GPUs runs the paper's way instead
+(``stages.launch``): each training run is an ``accelerate launch`` across the GPUs in bf16
+with the vLLM sampler, then one ``ictrepro eval --backend vllm`` process evaluates every
+model, one engine at a time. Without a GPU such a preset is refused unless forced to the CPU.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from rich.console import Console
 from ictrepro.errors import ConfigError, IctreproError
 from ictrepro.presets import get_preset, prepare_preset, train_preset
 from ictrepro.rundir import BASE, ModelId, RunDir
+from ictrepro.stages.launch import LaunchPlan, Machine, NoAcceleratorError, plan_launch
 
 #: Worker processes of the command line's reproduction: one per core of a 2-core laptop.
 #: The results depend on it (thread counts change float sums), so it is recorded.
@@ -49,6 +55,10 @@ class Plan:
     train_runs: tuple[tuple[str, int], ...] = field(default=())
     #: ``prepare_preset`` options of a pretrained-model preset (``model``, ``data_dir``, ...).
     prepare_options: dict[str, Any] = field(default_factory=dict)
+    #: How the runs are started (``stages.launch``); None where this machine refuses the
+    #: preset, with the reason in ``refusal``.
+    launch: LaunchPlan | None = None
+    refusal: str | None = None
 
     def prepare_config(self) -> Any:
         return prepare_preset(self.preset, **self.prepare_options)
@@ -72,6 +82,10 @@ class Plan:
         if samples is not None:
             eval_line += f" = {models * samples:,} sampled responses ({samples:,} per model)"
         lines += [eval_line, f"   benchmarks: {', '.join(self.benchmarks)}", "4. report"]
+        if self.refusal is not None:
+            lines.append(f"launch: refused on this machine: {self.refusal}")
+        elif self.launch is not None:
+            lines += self.launch.describe(self.run_dir, self.train_runs[0])
         return lines
 
     def _describe_prepare(self, preset: Any) -> list[str]:
@@ -118,12 +132,16 @@ def make_plan(
     methods: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
     prepare_options: dict[str, Any] | None = None,
+    machine: Machine | None = None,
+    force_cpu: bool = False,
 ) -> Plan:
     """The plan of a reproduction; unknown presets and methods list the valid ones.
 
     ``methods``: None is the preset's (the fork world adds the positive control).
     ``seeds``: None is the preset's (the paper presets: the paper's five).
     ``prepare_options``: ``prepare_preset`` options (``model``, ``data_dir``, ...).
+    ``machine``: where it runs (detected unless given); ``force_cpu``: run a paper preset
+    on the CPU in-process instead of refusing it (``stages.launch``).
     """
     spec = get_preset(preset)  # raises on an unknown preset
     methods = spec.methods if methods is None else methods
@@ -140,7 +158,23 @@ def make_plan(
     if hasattr(config, "skip_benchmarks"):
         benchmarks = tuple(b for b in benchmarks if b not in config.skip_benchmarks)
     runs = tuple((m, s) for s in seeds for m in methods)
-    return Plan(preset, Path(run_dir), tuple(methods), tuple(seeds), benchmarks, runs, options)
+    launch, refusal = None, None
+    try:
+        model = getattr(config, "model", None)
+        launch = plan_launch(preset, model, machine=machine, force_cpu=force_cpu)
+    except NoAcceleratorError as e:
+        refusal = str(e)
+    return Plan(
+        preset,
+        Path(run_dir),
+        tuple(methods),
+        tuple(seeds),
+        benchmarks,
+        runs,
+        options,
+        launch,
+        refusal,
+    )
 
 
 def reproduce(
@@ -163,6 +197,8 @@ def reproduce(
     console = console or Console(quiet=not show_progress)
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    if plan.refusal is not None:
+        raise NoAcceleratorError(plan.refusal)
     times: dict[str, Any] = {}
     total = 3 + len(plan.train_runs)
     done = 0
@@ -176,7 +212,28 @@ def reproduce(
     times["prepare_s"] = time.perf_counter() - start
     done += 1
 
-    if jobs == 1:
+    if plan.launch is not None and plan.launch.launched:
+        t = time.perf_counter()
+        for method, seed in plan.train_runs:
+            header(
+                f"train {method} seed {seed} ({plan.launch.strategy} on {plan.launch.processes})"
+            )
+            log = RunDir(plan.run_dir).log("train", ModelId(method, seed))
+            command = plan.launch.train_command(method, seed, plan.run_dir, method_module)
+            _launch(command, log, console)
+            done += 1
+        times["train_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        header(f"eval ({plan.launch.eval_backend})")
+        _launch(
+            plan.launch.eval_command(plan.run_dir), RunDir(plan.run_dir).logs / "eval.log", console
+        )
+        times["eval_s"] = time.perf_counter() - t
+        # All current now: this prints the table.
+        evaluate_run(
+            plan.run_dir, backend=plan.launch.eval_backend, show_progress=False, console=console
+        )
+    elif jobs == 1:
         from ictrepro.stages.train import train
 
         t = time.perf_counter()
@@ -280,6 +337,25 @@ def _train_and_evaluate_in_workers(
                 advance()
                 if kind == "train":
                     submit("eval", model, _eval_task, plan.run_dir, model)
+
+
+def _launch(command: list[str], log_path: Path, console: Console) -> None:
+    """Run ``command`` (an ``accelerate launch`` or ``ictrepro eval`` process) with its
+    output in ``log_path``; a failure names the log and how to resume."""
+    import shlex
+    import subprocess
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    console.print(f"$ {shlex.join(command)}  > {log_path}", highlight=False)
+    start = time.perf_counter()
+    with log_path.open("w", encoding="utf-8") as log:
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+    if code != 0:
+        raise RuntimeError(
+            f"{command[command.index('ictrepro.cli') + 1]} exited with code {code}; see "
+            f"{log_path}; re-run reproduce to resume (finished runs and scores are kept)"
+        )
+    console.print(f"[green]done[/] ({time.perf_counter() - start:.0f} s)")
 
 
 def _init_worker(method_module: str | None) -> None:

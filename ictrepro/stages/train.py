@@ -196,6 +196,7 @@ def train(
             "inputs": inputs,
             **({"infra_changed": ignored} if ignored else {}),
             "num_processes": acc.num_processes,
+            "mixed_precision": acc.mixed_precision,
             "train_time_s": sum(m["time_step_s"] for m in metrics),
         }
         outputs = hash_outputs(out_dir, TrainDir(out_dir).outputs)

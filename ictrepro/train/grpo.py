@@ -44,6 +44,7 @@ from ictrepro.algos.losses import group_advantages, grpo_loss
 from ictrepro.algos.selection import SelectionInputs, get_selection
 from ictrepro.algos.token_stats import (
     TokenStats,
+    head_dtype,
     sampled_logprobs,
     sampled_logprobs_from_hidden,
     token_stats,
@@ -52,7 +53,7 @@ from ictrepro.algos.token_stats import (
 from ictrepro.config import TrainConfig
 from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
 from ictrepro.data.records import Problem
-from ictrepro.errors import ConfigError, TrainingDiverged, UserModuleError
+from ictrepro.errors import ConfigError, SamplerWeightsError, TrainingDiverged, UserModuleError
 from ictrepro.progress import progress_bar
 from ictrepro.rollout.base import Completion, Sampler
 from ictrepro.rollout.params import SamplingParams
@@ -233,11 +234,15 @@ def rollout_statistics(
         attention_mask=batch.attention_mask,
         position_ids=batch.position_ids,
     ).last_hidden_state
-    # The hidden state at column c predicts the token at column c + 1.
-    hidden_BRD = hidden[:, P - 1 : P - 1 + R].to(head.weight.dtype)
+    # The hidden state at column c predicts the token at column c + 1. The head projects in
+    # the dtype the update's does (bf16 under bf16 autocast): an out= matmul bypasses
+    # autocast, and float32 logits here against bf16 ones there would make the PPO ratio of
+    # an unchanged policy differ from 1.
+    dtype = head_dtype(head.weight)
+    hidden_BRD = hidden[:, P - 1 : P - 1 + R].to(dtype)
     return token_stats_from_hidden(
         hidden_BRD,
-        head.weight,
+        head.weight.to(dtype),
         batch.response_ids,
         batch.response_mask,
         group_ids,
@@ -547,6 +552,7 @@ class GRPOTrainer:
                 metrics = self.step(step)
                 self.log.append(metrics)
                 self.accelerator.log(_numeric(metrics), step=step + 1)
+                check_logprob_gap(metrics, self.rl.sampler)
                 history.append(metrics)
                 completed = step + 1
                 if completed % self.infra.checkpoint_every == 0 or completed == self.rl.steps:
@@ -573,6 +579,10 @@ class GRPOTrainer:
         )
         t2 = time.perf_counter()
         stats, ref_logprob = self.statistics(batch)
+        # The engine reports log-probs at the sampling temperature after top-p: comparable
+        # with the trainer's where those are its statistics' temperature and no top-p.
+        comparable = self.temperature == self.rl.temperature and self.rl.top_p == 1.0
+        gap = logprob_gap(completions, batch, stats.logprob) if comparable else MetricSums()
         mask = self.select(batch, advantages, stats, step)
         fork_sums = MetricSums()
         if self.fork_world:
@@ -608,6 +618,7 @@ class GRPOTrainer:
             fork_sums,
             update_sums,
             batch_metrics(batch),
+            gap,
         )
         metrics = {"step": step + 1, **sums.reduce(acc)}
         if is_fsdp(acc):
@@ -940,6 +951,52 @@ def batch_metrics(batch: RolloutBatch) -> MetricSums:
     sums.add("groups_without_signal_fraction", int((lo == hi).sum()), n_groups)
     sums.add("response_length_mean", batch.response_mask.sum(), batch.response_mask.shape[0])
     return sums
+
+
+#: Largest ``vllm_logprob_gap`` (nats per response token) that passes. The engine samples
+#: in bf16 and the trainer computes its old log-probs under bf16 autocast over float32
+#: weights, so a landed push leaves a gap of bf16 rounding (a logit's 2^-8 relative,
+#: hundredths of a nat); an engine holding other weights (a push that went nowhere, a
+#: wrong model, weights lost in sleep) samples tokens the trainer finds unlikely, nats
+#: apart. 0.5 lies between. It cannot see a push missed after one step at lr 1e-6, whose
+#: log-probs move less than the rounding: ``bench/gpu_check.sh`` trains at a larger lr.
+VLLM_GAP_LIMIT = 0.5
+
+
+def logprob_gap(
+    completions: list[list[Completion]], batch: RolloutBatch, old_logprob_BR: Tensor
+) -> MetricSums:
+    """``vllm_logprob_gap``: the mean over response tokens of |the sampler's own log-prob
+    - the trainer's old log-prob| (``old_logprob_BR``: ``[B, R]``); nothing when the
+    sampler reports no log-probs (the HF backend samples from the trainer's model)."""
+    flat = [c for group in completions for c in group]
+    sums = MetricSums()
+    if not flat or any(c.logprobs is None for c in flat):
+        return sums
+    host = torch.zeros(batch.response_ids.shape, dtype=torch.float32, device="cpu")
+    for b, c in enumerate(flat):
+        if c.logprobs:
+            host[b, : len(c.logprobs)] = torch.tensor(c.logprobs, dtype=torch.float32, device="cpu")
+    engine = host.to(old_logprob_BR.device)
+    mask = batch.response_mask
+    gap = torch.where(mask, (engine - old_logprob_BR.float()).abs(), 0.0)
+    sums.add("vllm_logprob_gap", gap.sum(), mask.sum())
+    return sums
+
+
+def check_logprob_gap(metrics: dict[str, Any], sampler: str) -> None:
+    """Stop with ``SamplerWeightsError`` when the step's ``vllm_logprob_gap`` says the
+    engine does not sample from the trainer's weights."""
+    gap = metrics.get("vllm_logprob_gap")
+    if gap is None or gap <= VLLM_GAP_LIMIT:
+        return
+    raise SamplerWeightsError(
+        f"step {metrics['step']}: the {sampler} engine's log-probs of its own samples differ "
+        f"from the trainer's by {gap:.3g} nats a token (more than {VLLM_GAP_LIMIT}): it is "
+        "not sampling from the trainer's weights. The weight push did not land (check the "
+        "engine's log for reload errors), the engine was built from another model than "
+        "the trainer's, or its weights were lost while it slept (infra.vllm.enable_sleep_mode)"
+    )
 
 
 def _diverged_message(step: int, loss: float, grad_norm: float, checkpoints: Path) -> str:
