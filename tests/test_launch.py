@@ -14,7 +14,7 @@ from conftest import flat
 from typer.testing import CliRunner
 
 from ictrepro.cli import app
-from ictrepro.runs import load_record
+from ictrepro.rundir import load_record
 from ictrepro.stages import reproduce as reproduce_module
 from ictrepro.stages.launch import LaunchPlan, Machine, NoAcceleratorError, plan_launch
 from ictrepro.stages.reproduce import make_plan, reproduce
