@@ -82,7 +82,8 @@ def main() -> None:
     from ictrepro.data.suites import generate_suite
     from ictrepro.rollout.params import SamplingParams
     from ictrepro.stages.eval import _make_eval_sampler
-    from ictrepro.train.grpo import GRPOTrainer, build_batch, rollout_statistics
+    from ictrepro.train.batch import build_batch
+    from ictrepro.train.grpo import GRPOTrainer, rollout_statistics
 
     gpu = torch.cuda.is_available()
     # paper-0.5b's shape (G = 5, 1,024 tokens, mini- and micro-batches), fewer prompts.

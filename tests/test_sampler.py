@@ -268,7 +268,8 @@ def test_vllm_close_shuts_the_engine_down_once():
 
 def test_logprob_gap_and_the_hard_failure():
     from ictrepro.errors import SamplerWeightsError
-    from ictrepro.train.grpo import VLLM_GAP_LIMIT, build_batch, check_logprob_gap, logprob_gap
+    from ictrepro.train.batch import build_batch
+    from ictrepro.train.grpo import VLLM_GAP_LIMIT, check_logprob_gap, logprob_gap
 
     completions = [
         [Completion("", (5, 6, 7), True, (-1.0, -2.0, -0.5)), Completion("", (8,), True, (-3.0,))]

@@ -30,16 +30,15 @@ from ictrepro.rundir import RunDirConflict, load_record
 from ictrepro.stages.prepare import prepare
 from ictrepro.stages.train import train, train_dir
 from ictrepro.train import grpo as grpo_module
-from ictrepro.train.checkpoint import list_checkpoints
-from ictrepro.train.grpo import (
+from ictrepro.train.batch import (
     PromptSchedule,
     build_batch,
     concat_stats,
     group_chunks,
     micro_batch_weights,
-    policy_logprobs,
-    rollout_statistics,
 )
+from ictrepro.train.checkpoint import list_checkpoints
+from ictrepro.train.grpo import policy_logprobs, rollout_statistics
 from ictrepro.train.metrics import MetricSums, selection_metrics
 from ictrepro.verify import Verdict
 

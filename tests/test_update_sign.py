@@ -11,7 +11,8 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from ictrepro.algos.losses import group_advantages, grpo_loss
 from ictrepro.algos.selection import SelectionInputs, get_selection
 from ictrepro.rollout.base import Completion
-from ictrepro.train.grpo import build_batch, policy_logprobs, rollout_statistics
+from ictrepro.train.batch import build_batch
+from ictrepro.train.grpo import policy_logprobs, rollout_statistics
 
 METHODS = ("grpo", "entropy", "stapo", "ict", "random")
 
