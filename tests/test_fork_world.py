@@ -160,3 +160,11 @@ def test_fork_metrics_without_forks_or_js_keep_every_key_null():
     got = fork_metrics([(1, 1), None], stats, mask, mask).reduce()
     assert got["fork_js_mean"] is None and got["fork_entropy_mean"] == 1.0
     assert got["fork_minority_fraction"] == 1.0 and got["fork_selected_fraction"] == 1.0
+
+
+def test_keys_and_values_occur_once_in_each_problem():
+    for p in generate_suite("tiny-fork-mix", seed=4, n_train=100, n_test=0)["train"]:
+        pairs = p.problem.removeprefix("Pairs: ").split(". What is ")[0].split(", ")
+        keys = [x.split("=")[0] for x in pairs]
+        values = [x.split("=")[1] for x in pairs]
+        assert len(set(keys)) == len(set(values)) == FORK_PAIRS

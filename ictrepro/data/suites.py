@@ -267,7 +267,9 @@ FORK_SUBSETS = {
 
 def _fork_item(rng: random.Random, subset: str, preamble: bool) -> Generated:
     keys = rng.sample(FORK_KEYS, FORK_PAIRS)
-    values = [rng.randrange(10) for _ in keys]
+    # Distinct keys and distinct values (a permutation of the digits): every token of the
+    # list occurs once, so a scan can find where it is by looking its last token up.
+    values = rng.sample(range(10), FORK_PAIRS)
     position = rng.choice(FORK_SUBSETS[subset])
     query = keys[position - 1]
     pairs = [f"{k}={v}" for k, v in zip(keys, values, strict=True)]

@@ -20,10 +20,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
@@ -175,12 +175,12 @@ def evaluate_run(
     ``models``: names (``base``, ``<method>-seed<s>``) or ids; default every finished model.
 
     ``harness="lm-eval"`` draws the samples with lm-eval and the tasks of ``tasks/``
-    (HF backend) instead of the project's sampler; grading and files are the same, and the
-    score file also keeps lm-eval's own pass@k (``lm_eval_pass_at``).
+    (HF backend, :class:`LmEvalSampler`) instead of the project's sampler
+    (:class:`OurSampler`); grading and files are the same, and the score file also keeps
+    lm-eval's own pass@k (``lm_eval_pass_at``).
     """
     if harness not in HARNESSES:
         raise ConfigError(f"unknown harness {harness!r}; valid: {', '.join(HARNESSES)}")
-    from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     from ictrepro.stages.prepare_pretrained import prepared_benchmarks
@@ -208,6 +208,11 @@ def evaluate_run(
             f"eval: {', '.join(b for b in names if b in prepared)}: the problems and decoding "
             f"prepared in {rundir.data} (--data-dir {data_dir} is for other benchmarks)"
         )
+    draw: Harness = (
+        OurSampler(backend, batch_size, seed)
+        if harness == "ours"
+        else LmEvalSampler(run_dir, data_dir, set(prepared), seed)
+    )
     results: dict[ModelId, dict[str, ScoreRecord]] = defaultdict(dict)
     with Verifier(workers=workers) as verifier:
         for model in chosen:
@@ -220,7 +225,7 @@ def evaluate_run(
                     "problems_sha256": sha256_json([p.to_json() for p in task.problems]),
                     "settings": task.settings(),
                     "seed": seed,
-                    "backend": backend if harness == "ours" else "lm-eval",
+                    "backend": draw.backend,
                 }
                 path = rundir.score_path(model, task.name)
                 if decide(path, identity, force=force, shared=True) == "current":
@@ -230,26 +235,13 @@ def evaluate_run(
             if not todo:
                 console.print(f"eval: {model} is up to date")
                 continue
-            sampler = None
-            if harness == "ours":
-                tokenizer = AutoTokenizer.from_pretrained(model_dir)
-                sampler = _make_eval_sampler(backend, model_dir, tokenizer, batch_size)
             total = sum(len(t.problems) for t, _ in todo)
             with (
-                contextlib.closing(sampler or _Nothing()),
+                draw.open(model_dir) as sample,
                 progress_bar(f"eval {model}", total=total, enabled=show_progress) as advance,
             ):
                 for task, identity in todo:
-                    extra = None
-                    if harness == "ours":
-                        responses, finished = _sample_ours(task, sampler, tokenizer, seed, advance)
-                    else:
-                        # Benchmarks prepared into the run are read by lm-eval from there.
-                        lm_data_dir = rundir.data / "test" if task.name in prepared else data_dir
-                        responses, lm_pass_at = _sample_lm_eval(
-                            task, model_dir, run_dir, lm_data_dir, seed, advance
-                        )
-                        finished, extra = None, lm_pass_at
+                    responses, finished, extra = sample(task, advance)
                     results[model][task.name] = _write_task_result(
                         task, identity, responses, finished, verifier, rundir, model, extra
                     )
@@ -261,9 +253,64 @@ def evaluate_run(
 EVAL_VLLM_MEMORY = 0.85
 
 
-class _Nothing:
-    def close(self) -> None:
-        pass
+#: What a harness's sampling of one task returns: responses per problem, their finished
+#: flags (None: not known), and extra fields of the score file (lm-eval's own pass@k).
+Drawn = tuple[list[list[str]], list[list[bool]] | None, dict[int, float] | None]
+
+
+class Harness(Protocol):
+    """How an evaluation draws its responses: ``open(model_dir)`` gives, for the time one
+    model is evaluated, a function from a task (and a progress callback) to ``Drawn``;
+    ``backend`` names it in the score records' identity."""
+
+    backend: str
+
+    def open(self, model_dir: Path) -> contextlib.AbstractContextManager[Any]: ...
+
+
+@dataclass(frozen=True)
+class OurSampler:
+    """The project's sampler (HF generate or one vLLM engine), made per model and closed
+    before the next model's."""
+
+    backend: str
+    batch_size: int
+    seed: int
+
+    @contextlib.contextmanager
+    def open(self, model_dir: Path) -> Iterator[Any]:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        sampler = _make_eval_sampler(self.backend, model_dir, tokenizer, self.batch_size)
+        with contextlib.closing(sampler):
+            yield lambda task, advance: (
+                *_sample_ours(task, sampler, tokenizer, self.seed, advance),
+                None,
+            )
+
+
+@dataclass(frozen=True)
+class LmEvalSampler:
+    """lm-eval with the tasks of ``tasks/`` (HF backend); benchmarks prepared into the run
+    (``prepared``) are read from there."""
+
+    run_dir: Path
+    data_dir: Path | None
+    prepared: set[str]
+    seed: int
+    backend: str = "lm-eval"
+
+    @contextlib.contextmanager
+    def open(self, model_dir: Path) -> Iterator[Any]:
+        def sample(task: EvalTask, advance: Any) -> Drawn:
+            data = RunDir(self.run_dir).data / "test" if task.name in self.prepared else None
+            responses, pass_at = _sample_lm_eval(
+                task, model_dir, self.run_dir, data or self.data_dir, self.seed, advance
+            )
+            return responses, None, pass_at
+
+        yield sample
 
 
 def _make_eval_sampler(backend: str, model_dir: Path, tokenizer: Any, batch_size: int) -> Any:
