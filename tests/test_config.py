@@ -18,7 +18,9 @@ ROOT = Path(__file__).parent.parent
 
 
 def test_unknown_preset_lists_the_valid_names():
-    with pytest.raises(ConfigError, match="unknown preset 'huge'; valid: tiny, tiny-smoke, paper"):
+    with pytest.raises(
+        ConfigError, match="unknown preset 'huge'; valid: tiny, tiny-smoke, tiny-fork"
+    ):
         get_preset("huge")
     with pytest.raises(ConfigError, match="seed must be an integer"):
         prepare_preset("tiny", seed=1.5)
@@ -35,6 +37,14 @@ def test_every_preset_holds_each_stages_config(name):
     elif name == "smollm2-135m":
         assert preset.eval.benchmarks == preset.prepare.benchmarks
         assert preset.eval.sampling == preset.prepare.eval_sampling
+    elif name.startswith("tiny-fork"):  # its own suites, 16 samples, its token budget
+        assert preset.eval.benchmarks == preset.prepare.data.eval_suites
+        assert preset.eval.sampling.n == 16 and preset.seeds == (0, 1, 2, 3, 4)
+        assert (
+            preset.eval.sampling.max_new_tokens
+            == train_preset(name, method="ict").rl.max_new_tokens
+        )
+        assert "grpo-lr4" in preset.methods
     else:
         assert preset.eval == TINY_EVAL
 
