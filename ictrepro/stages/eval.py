@@ -33,6 +33,7 @@ from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
 from ictrepro.data.records import Problem
 from ictrepro.data.suites import ALL_EVAL_SUITES, EVAL_SUITES, is_tiny_suite, load_test_split
 from ictrepro.errors import ConfigError, DataError, RunDirError
+from ictrepro.evaluate.lm_eval_tasks import task_name
 from ictrepro.evaluate.score import BenchmarkScore, grade_responses, score_problems
 from ictrepro.io import hash_outputs, read_jsonl_numbered, sha256_file, sha256_json
 from ictrepro.presets import TINY_EVAL, get_preset, preset_names
@@ -357,11 +358,6 @@ def _sample_ours(
     ]
 
 
-def lm_eval_task_name(benchmark: str) -> str:
-    """The task of ``tasks/`` for a benchmark: ``tiny-gsm8k`` -> ``ictrepro_tiny_gsm8k``."""
-    return "ictrepro_" + benchmark.replace("-", "_")
-
-
 def _sample_lm_eval(
     task: EvalTask, model_dir: Path, run_dir: Path, data_dir: Path | None, seed: int, advance: Any
 ) -> tuple[list[list[str]], dict[int, float]]:
@@ -371,7 +367,7 @@ def _sample_lm_eval(
 
     from ictrepro.evaluate.lm_eval_bridge import run_lm_eval
 
-    name = lm_eval_task_name(task.name)
+    name = task_name(task.name)
     device = "cuda" if torch.cuda.is_available() else "cpu"  # lm-eval's HF model asks for cuda
     result = run_lm_eval(
         model_dir,
