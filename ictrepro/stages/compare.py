@@ -2,15 +2,17 @@
 
     ictrepro compare --method lowprob --method-module my_rule.py --preset tiny
 
-Runs prepare (skipped when current), training of the method for each seed, and evaluation
-of the base model and the new runs, in ``runs/compare-<method>`` by default. The baselines
+Runs prepare (skipped when current, or when a prepared pinned world is copied in from
+``world``, by default ``runs/<preset>``), training of the method for each seed, and
+evaluation of the base model and the new runs, in ``runs/compare-<method>`` by default. The baselines
 are not retrained: their per-problem counts come from ``results/<preset>/scores.jsonl``
 (the pinned reproduction) and are written into the run's ``eval/`` as score records marked
 ``pinned`` (there are no samples behind them).
 
 They are valid only in the same world: the same prepare config, the same evaluation
-problems, and the same base model and training data by hash (``provenance.json``'s
-``world``). A machine whose numerics differ from the pinning machine's (see
+problems, and the same base model (weights, tokenizer, configs without the
+``transformers_version`` they record) and training data by hash (``provenance.json``'s
+``world``; a library version that differs is printed as information). A machine whose numerics differ from the pinning machine's (see
 ``ictrepro/determinism.py``) can build another base model from the same config; the new
 rule would then grow from another starting point than the baselines. ``compare`` prepares
 first and checks the world before training anything: where it differs it stops and says
