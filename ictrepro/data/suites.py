@@ -18,6 +18,10 @@ dropped, so the splits are disjoint by construction.
 
 The training mixture ``tiny-train`` mixes the GSM8K- and MATH-like generators, in the spirit
 of the paper's GSM8K + MATH training data.
+
+The fork world's suites (``tiny-fork-*``, control ``tiny-fork0-*``: a lookup with two
+strategies, one suite per subset of problems and a ``-mix`` of RL prompts) are described
+where they are generated, below, and in docs/tiny-world.md.
 """
 
 from __future__ import annotations
