@@ -168,6 +168,11 @@ def _settings_row(bench: str, s: dict[str, Any]) -> list[str]:
     return [f"`{bench}`", s["stands_for"] or "–", *counts, *(pick(k) for k in keys)]
 
 
+def _interval_text(d: PairedDifference) -> str:
+    """A paired difference and its interval in points: ``+1.23 [-0.40, +2.86]``."""
+    return f"{_sign(PERCENT * d.mean)} [{PERCENT * d.ci_low:+.2f}, {PERCENT * d.ci_high:+.2f}]"
+
+
 def _sign(x: float) -> str:
     return f"{x:+.2f}"
 
@@ -433,7 +438,7 @@ def _markdown_paired(r: Report) -> list[str]:
                 [
                     f"{label(c.a)} − {label(c.b)}",
                     METRIC_LABELS[m],
-                    f"{_sign(PERCENT * d.mean)} [{PERCENT * d.ci_low:+.2f}, {PERCENT * d.ci_high:+.2f}]",
+                    _interval_text(d),
                     verdict,
                     f"{PERCENT * d.detectable:.2f}",
                     f"{len(c.seeds) if c.seeds != (None,) else 1} × {len(c.benchmarks)}",
@@ -458,7 +463,7 @@ def _claim_row(c: Claim) -> list[str]:
         return [c.text, "–", "–", "not tested"]
     return [
         c.text,
-        f"{_sign(PERCENT * d.mean)} [{PERCENT * d.ci_low:+.2f}, {PERCENT * d.ci_high:+.2f}]",
+        _interval_text(d),
         f"{PERCENT * d.detectable:.2f}",
         f"**{c.verdict}**",
     ]
@@ -510,8 +515,7 @@ def _markdown_claims(r: Report) -> list[str]:
                     [
                         label(m),
                         f"`{b}`",
-                        f"{_sign(PERCENT * d.mean)} [{PERCENT * d.ci_low:+.2f}, "
-                        f"{PERCENT * d.ci_high:+.2f}]",
+                        _interval_text(d),
                         "**yes**" if d.ci_high < 0 else "no",
                     ]
                     for m, b, d in collapse
