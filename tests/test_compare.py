@@ -302,15 +302,21 @@ def _rewrite_version(model_dir, version: str) -> None:
 def _world_prepared_by(version: str, baseline_run, target):
     """A copy of the prepared world as another transformers version writes it: the base
     model's configs record ``version``, and prepare's record hashes the files as written."""
-    from ictrepro.io import atomic_write_json, sha256_file
-
     run_dir = copy_world(baseline_run, target, only_prepared=True)
     _rewrite_version(run_dir / "base_model", version)
+    _record_as_prepared(run_dir)
+    return run_dir
+
+
+def _record_as_prepared(run_dir):
+    """Prepare's record of ``run_dir`` hashing its files as they are now (as the prepare
+    that wrote them would have recorded them)."""
+    from ictrepro.io import atomic_write_json, sha256_file
+
     record = json.loads((run_dir / "prepare.json").read_text())
     for rel in record["outputs"]:
         record["outputs"][rel] = sha256_file(run_dir / rel)
     atomic_write_json(run_dir / "prepare.json", record)
-    return run_dir
 
 
 @pytest.mark.parametrize("pins", ["current", "legacy"])
@@ -333,11 +339,13 @@ def test_a_world_is_identified_by_what_decides_its_numbers(pinned_smoke, tmp_pat
     mismatches, information = world_mismatch(run_dir, "tiny-smoke", results)
     assert mismatches == []
     assert len(information) == 1 and "transformers 0.0.1-other here" in information[0]
-    # A changed weight is a different world, whatever the pins recorded.
+    # A world whose prepare made other weights is a different world, whatever the pins
+    # recorded.
     weights = run_dir / "base_model" / "model.safetensors"
     blob = bytearray(weights.read_bytes())
     blob[-1] ^= 1
     weights.write_bytes(bytes(blob))
+    _record_as_prepared(run_dir)
     mismatches, _ = world_mismatch(run_dir, "tiny-smoke", results)
     assert len(mismatches) == 1
     assert mismatches[0].startswith("base_weights " if pins == "current" else "base_model ")

@@ -44,7 +44,6 @@ from ictrepro.io import (
     atomic_write_json,
     atomic_write_jsonl,
     atomic_write_text,
-    hash_outputs,
     sha256_file,
     sha256_json,
 )
@@ -316,21 +315,29 @@ DECIDING = (
 )
 
 
-def model_identity(model_dir: Path) -> dict[str, str | None]:
+def _configs(model_dir: Path, files: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The contents of the versioned config files among ``files`` (relative names)."""
+    return {
+        name: json.loads((model_dir / name).read_text(encoding="utf-8"))
+        for name in VERSIONED_CONFIGS
+        if name in files
+    }
+
+
+def model_identity(model_dir: Path, files: dict[str, str]) -> dict[str, str | None]:
     """What decides a saved model's numbers, by hash: ``weights_sha256`` (weight files),
     ``tokenizer_sha256`` (tokenizer files and chat template: every other file),
     ``config_sha256`` (``config.json`` and ``generation_config.json`` without
-    ``transformers_version``), and that ``transformers_version`` (information only)."""
-    model_dir = Path(model_dir)
-    files = hash_outputs(model_dir, ["."])
+    ``transformers_version``), and that ``transformers_version`` (information only).
+
+    ``files``: ``{relative path: sha256}`` of the model's files as a stage record holds
+    them, so the weights are not read again; only the two small configs are."""
     weights = {k: v for k, v in files.items() if k.endswith(WEIGHT_SUFFIXES)}
     others = {k: v for k, v in files.items() if k not in weights and k not in VERSIONED_CONFIGS}
     configs, version = {}, None
-    for name in VERSIONED_CONFIGS:
-        if name in files:
-            content = json.loads((model_dir / name).read_text(encoding="utf-8"))
-            version = content.pop(VERSION_KEY, None) or version
-            configs[name] = sha256_json(content)
+    for name, content in _configs(Path(model_dir), files).items():
+        version = content.pop(VERSION_KEY, None) or version
+        configs[name] = sha256_json(content)
     return {
         "weights_sha256": sha256_json(weights),
         "tokenizer_sha256": sha256_json(others),
@@ -339,44 +346,44 @@ def model_identity(model_dir: Path) -> dict[str, str | None]:
     }
 
 
-def world_identity(run_dir: Path) -> dict[str, str | None]:
-    """What a run's models grow from, by hash: the prepare config, the data files and the
-    base model (:func:`model_identity`: weights, tokenizer, configs without the library
-    version); ``base_model_sha256`` hashes every file of the base model as evaluations
-    hash a model (it equals the base model's ``identity.model_sha256``). ``None`` where
-    the run has no finished prepare."""
-
-    record = load_record(run_dir, "prepare") or {}
+def _prepared_files(record: dict[str, Any], folder: str) -> dict[str, str]:
+    """``{path relative to folder: sha256}`` of a prepare record's outputs under ``folder``."""
     outputs = record.get("outputs") or {}
+    return {k.removeprefix(folder): v for k, v in outputs.items() if k.startswith(folder)}
 
-    def under(folder: str) -> str | None:
-        files = {k.removeprefix(folder): v for k, v in outputs.items() if k.startswith(folder)}
-        return sha256_json(files) if files else None
 
+def world_identity(run_dir: Path) -> dict[str, str | None]:
+    """What a run's models grow from, by hash (from its prepare record): the prepare
+    config, the data files and the base model (:func:`model_identity`: weights, tokenizer,
+    configs without the library version); ``base_model_sha256`` hashes every file of the
+    base model as evaluations hash a model (it equals the base model's
+    ``identity.model_sha256``). ``None`` where the run has no finished prepare."""
+    record = load_record(run_dir, "prepare") or {}
+    base_files = _prepared_files(record, "base_model/")
+    data_files = _prepared_files(record, "data/")
     world: dict[str, str | None] = {
         "prepare_config_sha256": record.get("config_sha256"),
-        "base_model_sha256": under("base_model/"),
-        "data_sha256": under("data/"),
+        "base_model_sha256": sha256_json(base_files) if base_files else None,
+        "data_sha256": sha256_json(data_files) if data_files else None,
     }
     base = RunDir(run_dir).base_model
-    identity = model_identity(base) if outputs and base.is_dir() else {}
+    identity = model_identity(base, base_files) if base_files else {}
     for key in ("weights_sha256", "tokenizer_sha256", "config_sha256", "transformers_version"):
         world[f"base_{key}"] = identity.get(key)
     return world
 
 
-def _versioned_base_hash(model_dir: Path, version: str) -> str:
-    """``base_model_sha256`` of ``model_dir`` had its configs been written by transformers
-    ``version`` (which writes them as ``json.dumps(indent=2, sort_keys=True)`` + newline):
-    how a world is matched against results pinned before :func:`model_identity` existed."""
-    files = hash_outputs(model_dir, ["."])
-    for name in VERSIONED_CONFIGS:
-        if name in files:
-            content = json.loads((model_dir / name).read_text(encoding="utf-8"))
-            if VERSION_KEY in content:
-                content[VERSION_KEY] = version
-                text = json.dumps(content, indent=2, sort_keys=True) + "\n"
-                files[name] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _versioned_base_hash(model_dir: Path, files: dict[str, str], version: str) -> str:
+    """``base_model_sha256`` of a model with these file hashes had its configs been written
+    by transformers ``version`` (which writes them as ``json.dumps(indent=2,
+    sort_keys=True)`` + newline): how a world is matched against results pinned before
+    :func:`model_identity` existed."""
+    files = dict(files)
+    for name, content in _configs(Path(model_dir), files).items():
+        if VERSION_KEY in content:
+            content[VERSION_KEY] = version
+            text = json.dumps(content, indent=2, sort_keys=True) + "\n"
+            files[name] = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return sha256_json(files)
 
 
@@ -405,9 +412,15 @@ def world_differences(
         )
     legacy = pinned.get("base_weights_sha256") is None and pinned.get("base_model_sha256")
     if legacy and here.get("base_model_sha256") != legacy:
+        outputs = (load_record(run_dir, "prepare") or {}).get("outputs") or {}
+        files = {
+            k.removeprefix("base_model/"): v
+            for k, v in outputs.items()
+            if k.startswith("base_model/")
+        }
         same = (
             theirs is not None
-            and _versioned_base_hash(RunDir(run_dir).base_model, theirs) == legacy
+            and _versioned_base_hash(RunDir(run_dir).base_model, files, theirs) == legacy
         )
         if not same:
             mismatches.append(
