@@ -61,6 +61,7 @@ def main() -> None:
     parser.add_argument("--preset", default="tiny-fork")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--lr", type=float, default=None)
+    parser.add_argument("--n-sft", type=int, default=None, help="SFT problems per suite.")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--checkpoints", default="", help="Comma-separated steps to measure at.")
     parser.add_argument("--problems", type=int, default=128, help="Problems per set measured.")
@@ -71,7 +72,8 @@ def main() -> None:
     sft = dataclasses.replace(
         config.sft, steps=args.steps or config.sft.steps, lr=args.lr or config.sft.lr
     )
-    config = dataclasses.replace(config, sft=sft)
+    data_spec = dataclasses.replace(config.data, n_sft=args.n_sft or config.data.n_sft)
+    config = dataclasses.replace(config, sft=sft, data=data_spec)
     sampling = dataclasses.replace(get_preset(args.preset).eval.sampling, n=4)
     data = build_data(config)
     tokenizer = train_tokenizer(

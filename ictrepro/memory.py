@@ -150,6 +150,7 @@ def estimate(
     else:
         activations = tokens * layer_bytes * L
     if rl.chunked_logprobs:
+        # Imported here: token_stats loads torch, which `reproduce --dry-run` needs not.
         from ictrepro.algos.token_stats import UPDATE_CHUNK_ELEMENTS
 
         # Three float32 chunk tensors, the float32 head gradient accumulator and the bf16

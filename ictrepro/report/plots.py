@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from ictrepro.io import atomic_write_bytes
 from ictrepro.report.aggregate import PERCENT
@@ -44,8 +47,6 @@ def draw_plots(report: Report, plot_dir: Path) -> dict[str, Path]:
 
 
 def _draw_curves(report: Report, plot_dir: Path) -> list[Path]:
-    from matplotlib.figure import Figure
-
     colors = _colors(report.methods)
     paths = []
     for stem, title, keys in CURVES:
@@ -69,8 +70,6 @@ def _draw_curves(report: Report, plot_dir: Path) -> list[Path]:
 
 
 def _draw_passk_bars(report: Report, plot_dir: Path) -> Path | None:
-    from matplotlib.figure import Figure
-
     methods, benchmarks = report.methods, report.benchmarks
     if not benchmarks:
         return None
@@ -105,7 +104,6 @@ def _draw_passk_bars(report: Report, plot_dir: Path) -> Path | None:
 def _draw_fork_offsets(report: Report, plot_dir: Path) -> Path | None:
     """Per method, where its selected tokens lie relative to the fork (mean over seeds and
     steps), beside where all response tokens lie (what a uniform mask selects)."""
-    from matplotlib.figure import Figure
 
     def mean(key: str, method: str) -> float | None:
         curve = report.curves.get(key, {}).get(method)
@@ -146,8 +144,6 @@ def _draw_fork_offsets(report: Report, plot_dir: Path) -> Path | None:
 
 
 def _png(fig: Any, path: Path) -> Path:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
@@ -156,7 +152,5 @@ def _png(fig: Any, path: Path) -> Path:
 
 
 def _colors(methods: Sequence[str]) -> dict[str, Any]:
-    from matplotlib import colormaps
-
     cmap = colormaps["tab10"]
     return {m: cmap(i % 10) for i, m in enumerate(methods)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch.distributed.fsdp import FSDPModule
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ictrepro.errors import ConfigError
@@ -102,6 +103,5 @@ def hf_generate(
 
 def _is_sharded(model: torch.nn.Module) -> bool:
     """Whether ``model`` is FSDP2-sharded (its forward is a collective)."""
-    from torch.distributed.fsdp import FSDPModule
 
     return isinstance(model, FSDPModule)

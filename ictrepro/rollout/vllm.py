@@ -35,6 +35,8 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import torch.distributed as dist
+
 from ictrepro.errors import ConfigError
 from ictrepro.rollout.base import Completion
 from ictrepro.rollout.params import SamplingParams
@@ -80,7 +82,7 @@ def make_engine(model_path: str, settings: Any, *, dtype: str, max_model_len: in
     """A colocated ``vllm.LLM`` for ``model_path`` with the engine ``settings``
     (``InfraSpec.vllm``); ``max_model_len`` is used when the settings leave it unset."""
     try:
-        import vllm
+        import vllm  # an optional extra, imported only when an engine is made
     except ImportError as e:
         raise ConfigError(INSTALL_HINT) from e
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -122,8 +124,6 @@ def launcher_kwargs(settings: Any) -> dict[str, Any]:
     device 0. A tensor-parallel engine spanning processes would need every process of a
     group to send the same prompts, which the trainer does not do, so it is refused.
     """
-    import torch.distributed as dist
-
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return {}
     if settings.tensor_parallel_size != 1:
@@ -168,7 +168,7 @@ class VLLMSampler:
     ) -> None:
         if params_factory is None:
             try:
-                import vllm
+                import vllm  # optional extra: see make_engine
             except ImportError as e:
                 raise ConfigError(INSTALL_HINT) from e
             params_factory = vllm.SamplingParams
@@ -238,7 +238,7 @@ class VLLMSampler:
         del engine
         gc.collect()
         try:
-            from vllm.distributed import cleanup_dist_env_and_memory
+            from vllm.distributed import cleanup_dist_env_and_memory  # optional extra
         except ImportError:
             return  # a fake engine in the tests
         # The in-process engine's distributed state and cached memory (GPU only).

@@ -25,6 +25,7 @@ prints it.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,10 @@ from rich.console import Console
 
 from ictrepro.data.prompts import answer_kind
 from ictrepro.data.records import Problem
+from ictrepro.determinism import DECISIVE, differences, numerics_provenance
 from ictrepro.io import atomic_write_json, sha256_json
+from ictrepro.presets import prepare_preset
+from ictrepro.report import build_report
 from ictrepro.results.pinned import (
     RESULTS_DIR,
     ResultsError,
@@ -44,6 +48,7 @@ from ictrepro.results.pinned import (
 )
 from ictrepro.rundir import ModelId, ProblemCount, RunDir, ScoreRecord, load_record
 from ictrepro.stages.eval import load_task
+from ictrepro.stages.prepare import prepare
 from ictrepro.stages.reproduce import make_plan, reproduce
 from ictrepro.verify import Verdict, grade
 
@@ -155,8 +160,6 @@ def reuse_world(source: Path, run_dir: Path, preset: str, results_dir: Path = RE
 def _other_world_message(
     preset: str, run_dir: Path, mismatch: list[str], provenance: dict[str, Any]
 ) -> str:
-    from ictrepro.determinism import DECISIVE, differences, numerics_provenance
-
     fields = ("cpu", *DECISIVE)
     numerics = differences(provenance.get("numerics") or {}, numerics_provenance(), fields)
     seconds = provenance.get("times_s") or {}
@@ -199,12 +202,6 @@ def compare(
     or refused (module docstring). ``world``: a run directory whose prepared world is
     copied into an empty ``run_dir`` when it is the pinned one (default: ``runs/<preset>``,
     where ``ictrepro reproduce`` writes), so the world is not prepared twice."""
-    import time
-
-    from ictrepro.presets import prepare_preset
-    from ictrepro.report import build_report
-    from ictrepro.stages.prepare import prepare
-
     console = console or Console(quiet=not show_progress)
     results_dir = Path(results_dir)
     provenance = load_provenance(preset, results_dir)

@@ -27,12 +27,15 @@ from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
+from transformers.utils import logging as hf_logging
 
-from ictrepro.config import EvalSpec
+from ictrepro.config import EvalSpec, VLLMSpec
+from ictrepro.data.benchmarks import BENCHMARKS, load_benchmark
 from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
 from ictrepro.data.records import Problem
 from ictrepro.data.suites import ALL_EVAL_SUITES, EVAL_SUITES, is_tiny_suite, load_test_split
 from ictrepro.errors import ConfigError, DataError, RunDirError
+from ictrepro.evaluate.lm_eval_bridge import run_lm_eval
 from ictrepro.evaluate.lm_eval_tasks import task_name
 from ictrepro.evaluate.score import BenchmarkScore, grade_responses, score_problems
 from ictrepro.io import hash_outputs, read_jsonl_numbered, sha256_file, sha256_json
@@ -51,9 +54,13 @@ from ictrepro.rundir import (
     load_record,
     read_score,
 )
-from ictrepro.verify import GradeRequest, Verdict
+from ictrepro.verify import GradeRequest, Verdict, Verifier
 
 HARNESSES = ("ours", "lm-eval")
+
+# `ictrepro score` grades responses made elsewhere through this module without torch, and
+# `ictrepro sample`/`score` answer a bad option at once: what loads torch (the prepared run's
+# reader, the samplers, transformers' Auto classes) is imported inside the functions using it.
 
 
 @dataclass(frozen=True)
@@ -71,8 +78,6 @@ class EvalTask:
 
 def benchmark_names() -> list[str]:
     """Every name ``load_task`` accepts: the tiny suites and the paper's benchmarks."""
-    from ictrepro.data.benchmarks import BENCHMARKS
-
     return [*ALL_EVAL_SUITES, *(n for n, spec in BENCHMARKS.items() if spec.is_evaluation)]
 
 
@@ -80,7 +85,7 @@ def default_benchmarks(run_dir: Path) -> list[str]:
     """What ``ictrepro eval --run RUN`` evaluates without ``--benchmarks``: the benchmarks
     RUN was prepared with: a pretrained-model preset's benchmarks, a tiny world's suites
     (``data.eval_suites``), else the seven tiny suites."""
-    from ictrepro.stages.prepare_pretrained import prepared_benchmarks
+    from ictrepro.stages.prepare_pretrained import prepared_benchmarks  # torch: see above
 
     prepared = prepared_benchmarks(Path(run_dir))
     if prepared is not None:
@@ -101,7 +106,7 @@ def load_task(
     name: str, *, run_dir: Path | None = None, data_dir: Path | None = None, n: int | None = None
 ) -> EvalTask:
     """The problems and settings of benchmark ``name``; ``n`` overrides the samples drawn."""
-    from ictrepro.stages.prepare_pretrained import prepared_benchmarks, read_prepared
+    from ictrepro.stages.prepare_pretrained import prepared_benchmarks, read_prepared  # torch
 
     prepared = prepared_benchmarks(Path(run_dir)) if run_dir is not None else None
     if is_tiny_suite(name):
@@ -116,8 +121,6 @@ def load_task(
         problems = read_prepared(prepared[name].path)
         sampling, ks = prepared[name].sampling, prepared[name].ks
     else:
-        from ictrepro.data.benchmarks import BENCHMARKS, load_benchmark
-
         if name not in BENCHMARKS or not BENCHMARKS[name].is_evaluation:
             kind = (
                 "a training set, not an evaluation benchmark" if name in BENCHMARKS else "unknown"
@@ -182,10 +185,7 @@ def evaluate_run(
     """
     if harness not in HARNESSES:
         raise ConfigError(f"unknown harness {harness!r}; valid: {', '.join(HARNESSES)}")
-    from transformers.utils import logging as hf_logging
-
-    from ictrepro.stages.prepare_pretrained import prepared_benchmarks
-    from ictrepro.verify import Verifier
+    from ictrepro.stages.prepare_pretrained import prepared_benchmarks  # torch: see above
 
     hf_logging.disable_progress_bar()
     console = console or Console(quiet=not show_progress)
@@ -280,7 +280,7 @@ class OurSampler:
 
     @contextlib.contextmanager
     def open(self, model_dir: Path) -> Iterator[Any]:
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # torch: see the note under HARNESSES
 
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         sampler = _make_eval_sampler(self.backend, model_dir, tokenizer, self.batch_size)
@@ -318,8 +318,7 @@ def _make_eval_sampler(backend: str, model_dir: Path, tokenizer: Any, batch_size
     """The sampler of one model's evaluation, closed before the next model's is made: an
     HF model (on the GPU when there is one), or one vLLM engine, which alone holds the
     weights (no HF copy is loaded beside it)."""
-    from ictrepro.config import VLLMSpec
-    from ictrepro.rollout.sampler import make_sampler
+    from ictrepro.rollout.sampler import make_sampler  # torch: see the note under HARNESSES
 
     policy = None
     if backend == "hf":
@@ -363,9 +362,7 @@ def _sample_lm_eval(
 ) -> tuple[list[list[str]], dict[int, float]]:
     """Responses drawn by lm-eval with the task of ``tasks/``, in the task's problem order,
     and lm-eval's own pass@k (kept in the score file beside ours)."""
-    import torch
-
-    from ictrepro.evaluate.lm_eval_bridge import run_lm_eval
+    import torch  # see the note under HARNESSES
 
     name = task_name(task.name)
     device = "cuda" if torch.cuda.is_available() else "cpu"  # lm-eval's HF model asks for cuda

@@ -23,6 +23,7 @@ from typing import Any
 
 from ictrepro.errors import IctreproError
 from ictrepro.memory import SHAPES, MemoryEstimate, estimate
+from ictrepro.presets import get_preset, train_preset
 
 
 class NoAcceleratorError(IctreproError, RuntimeError):
@@ -41,6 +42,7 @@ class Machine:
 
     @classmethod
     def detect(cls) -> Machine:
+        # torch inside: the command line imports this module to answer at once (`--help`).
         import torch
 
         accelerator = torch.accelerator.current_accelerator()
@@ -186,8 +188,6 @@ def plan_launch(
     """The launch plan of ``preset`` (whose base model is ``model``) on ``machine``
     (detected unless given). Raises ``NoAcceleratorError`` for a paper preset on a
     machine without a GPU unless ``force_cpu``."""
-    from ictrepro.presets import get_preset, train_preset
-
     machine = machine or Machine.detect()
     if not is_paper_scale(preset) or force_cpu:
         gpu = machine.kind != "cpu" and not force_cpu
@@ -227,7 +227,5 @@ def plan_launch(
 
 def _responses(preset: str) -> int:
     """Responses one training run of ``preset`` samples."""
-    from ictrepro.presets import train_preset
-
     rl = train_preset(preset, method="grpo").rl
     return rl.steps * rl.prompts_per_step * rl.group_size

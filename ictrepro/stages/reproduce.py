@@ -24,23 +24,33 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from ictrepro.config import PretrainedPrepareConfig
+from ictrepro.data.benchmarks import BENCHMARKS
 from ictrepro.errors import ConfigError, IctreproError
+from ictrepro.io import atomic_write_json
 from ictrepro.presets import get_preset, prepare_preset, train_preset
+from ictrepro.progress import progress_bar
 from ictrepro.rundir import BASE, ModelId, RunDir
 from ictrepro.stages.launch import LaunchPlan, Machine, NoAcceleratorError, plan_launch
 
 #: Worker processes of the command line's reproduction: one per core of a 2-core laptop.
 #: The results depend on it (thread counts change float sums), so it is recorded.
 DEFAULT_JOBS = 2
+
+# The command line imports this module to answer at once (`ictrepro --help`, a bad option),
+# so the stages that load torch or transformers are imported inside the functions using them.
 
 
 @dataclass(frozen=True)
@@ -89,11 +99,9 @@ class Plan:
         return lines
 
     def _describe_prepare(self, preset: Any) -> list[str]:
-        from ictrepro.config import PretrainedPrepareConfig
-
         if not isinstance(preset.prepare, PretrainedPrepareConfig):
             return ["1. prepare: data, tokenizer, warm-started base model, calibration"]
-        from ictrepro.stages.prepare_pretrained import deviations
+        from ictrepro.stages.prepare_pretrained import deviations  # torch: see above
 
         config = self.prepare_config()
         source = config.data_dir or "the Hugging Face hub"
@@ -107,9 +115,6 @@ class Plan:
 
 def _eval_samples(preset: str, benchmarks: Sequence[str]) -> int | None:
     """Responses one model's evaluation samples (None when the sizes are not known here)."""
-    from ictrepro.config import PretrainedPrepareConfig
-    from ictrepro.data.benchmarks import BENCHMARKS
-
     spec = get_preset(preset)
     if isinstance(spec.prepare, PretrainedPrepareConfig):
         limits = dict(spec.prepare.eval_limits)
@@ -191,6 +196,7 @@ def reproduce(
     ``method_module``: a user's file registering a method of the plan (loaded here and by
     every training process). ``report=False`` stops after the evaluation.
     """
+    # torch, transformers: see the note under DEFAULT_JOBS
     from ictrepro.stages.eval import evaluate_run
     from ictrepro.stages.prepare import prepare
 
@@ -234,7 +240,7 @@ def reproduce(
             plan.run_dir, backend=plan.launch.eval_backend, show_progress=False, console=console
         )
     elif jobs == 1:
-        from ictrepro.stages.train import train
+        from ictrepro.stages.train import train  # torch: see above
 
         t = time.perf_counter()
         for method, seed in plan.train_runs:
@@ -294,10 +300,6 @@ def _train_and_evaluate_in_workers(
     once, not once per task. Tasks are queued longest first (training, then evaluations),
     which keeps the two workers' loads even. Each task writes its output to ``RUN/logs/``.
     """
-    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-
-    from ictrepro.progress import progress_bar
-
     rundir = RunDir(plan.run_dir)
     module = None if method_module is None else str(method_module)
     n_tasks = 2 * len(plan.train_runs) + 1
@@ -342,9 +344,6 @@ def _train_and_evaluate_in_workers(
 def _launch(command: list[str], log_path: Path, console: Console) -> None:
     """Run ``command`` (an ``accelerate launch`` or ``ictrepro eval`` process) with its
     output in ``log_path``; a failure names the log and how to resume."""
-    import shlex
-    import subprocess
-
     log_path.parent.mkdir(parents=True, exist_ok=True)
     console.print(f"$ {shlex.join(command)}  > {log_path}", highlight=False)
     start = time.perf_counter()
@@ -361,11 +360,11 @@ def _launch(command: list[str], log_path: Path, console: Console) -> None:
 def _init_worker(method_module: str | None) -> None:
     """A worker process: one thread (two one-thread processes beat one process of two
     threads on two cores), and the user's rule file registered."""
-    import torch
+    import torch  # only a worker loads it: see the note under DEFAULT_JOBS
 
     torch.set_num_threads(1)
     if method_module is not None:
-        from ictrepro.algos.selection import load_method_module
+        from ictrepro.algos.selection import load_method_module  # torch
 
         load_method_module(method_module)
 
@@ -394,7 +393,7 @@ def _train_task(
     preset: str, method: str, seed: int, run_dir: Path, method_module: str | None, log: Path
 ) -> float:
     """Worker task: train (resuming) one run of the plan; returns its wall time."""
-    from ictrepro.stages.train import train
+    from ictrepro.stages.train import train  # torch: see the note under DEFAULT_JOBS
 
     start = time.perf_counter()
     with _output_to(log) as console:
@@ -411,7 +410,7 @@ def _train_task(
 
 def _eval_task(run_dir: Path, model: ModelId, log: Path) -> float:
     """Worker task: evaluate one model on every suite (grading in process); wall time."""
-    from ictrepro.stages.eval import evaluate_run
+    from ictrepro.stages.eval import evaluate_run  # transformers: as above
 
     start = time.perf_counter()
     with _output_to(log) as console:
@@ -422,8 +421,6 @@ def _eval_task(run_dir: Path, model: ModelId, log: Path) -> float:
 def _write_record(plan: Plan, jobs: int, times: dict[str, Any]) -> None:
     """``RUN/reproduce.json``: what the last completed reproduction ran, with how many
     worker processes (the numbers depend on it) and the wall time of each stage."""
-    from ictrepro.io import atomic_write_json
-
     record = {
         "preset": plan.preset,
         "methods": list(plan.methods),
@@ -436,7 +433,7 @@ def _write_record(plan: Plan, jobs: int, times: dict[str, Any]) -> None:
 
 
 def _report(run_dir: Path, console: Console) -> None:
-    # Imported here: the report pulls in matplotlib, which `ictrepro --help` should not wait for.
+    # matplotlib, torch: see the note under DEFAULT_JOBS
     from ictrepro.report import build_report
 
     build_report(run_dir, console=console)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+from accelerate import Accelerator
 from rich.console import Console
 
 from ictrepro.config import TrainConfig
@@ -38,6 +40,10 @@ from ictrepro.rundir import (
     write_record,
 )
 from ictrepro.train.checkpoint import list_checkpoints
+from ictrepro.train.distributed import enable_cpu_fsdp
+from ictrepro.train.grpo import GRPOTrainer
+from ictrepro.train.metrics import MetricsLog
+from ictrepro.verify import Verifier
 
 STAGE = "train"
 
@@ -111,13 +117,6 @@ def train(
 ) -> TrainResult:
     """Train ``config`` in ``run_dir`` (see the module docstring). Works under ``accelerate
     launch``: every process calls this; only the main one writes records and logs."""
-    import torch
-    from accelerate import Accelerator
-
-    from ictrepro.train.distributed import enable_cpu_fsdp
-    from ictrepro.train.grpo import GRPOTrainer
-    from ictrepro.verify import Verifier
-
     console = console or Console(quiet=not show_progress)
     run_dir = Path(run_dir)
     out_dir = train_dir(run_dir, config.method, config.seed)
@@ -152,8 +151,6 @@ def train(
     acc.wait_for_everyone()  # every process decided before the main one writes anything
     if state == "current":
         console.print(f"[green]train: {out_dir} is finished[/] (config {sha[:12]})")
-        from ictrepro.train.metrics import MetricsLog
-
         return TrainResult(out_dir, True, MetricsLog(TrainDir(out_dir).metrics).read())
     if acc.is_main_process:
         if state in ("fresh", "redo") and out_dir.exists():  # forced: start over

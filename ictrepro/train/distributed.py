@@ -24,6 +24,7 @@ from accelerate import Accelerator
 from accelerate.state import PartialState
 from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
 from torch import Tensor
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 
 
@@ -104,7 +105,6 @@ def reshard(model: torch.nn.Module) -> None:
     pass they would stay whole on every process until the next backward (for the
     reference model, for ever). A no-op on a model that is not FSDP2-sharded.
     """
-    from torch.distributed.fsdp import FSDPModule
 
     for module in model.modules():
         if isinstance(module, FSDPModule):

@@ -35,7 +35,13 @@ import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
 from torch import Tensor
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers.utils import logging as hf_logging
 
 from ictrepro.algos.losses import group_advantages, grpo_loss
 from ictrepro.algos.selection import SelectionInputs, get_selection
@@ -273,9 +279,6 @@ class GRPOTrainer:
         show_progress: bool = True,
         method_module: Path | None = None,
     ) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
-
         hf_logging.disable_progress_bar()  # per-file loading bars would break the display
 
         self.config, self.rl, self.infra = config, config.rl, config.infra
