@@ -149,9 +149,9 @@ def _tiny_fork(name: str, preamble: bool) -> Preset:
         preset=name,
         calibration=CalibrationSpec(sampling=dataclasses.replace(sampling, n=4)),
         data=DataSpec(
-            eval_suites=suites, rl_suite=f"{prefix}-mix", n_test=128, n_sft=2000, sft_extra=()
+            eval_suites=suites, rl_suite=f"{prefix}-mix", n_test=48, n_sft=2000, sft_extra=()
         ),
-        sft=SFTSpec(steps=600, threads=2),
+        sft=SFTSpec(steps=3000, threads=2),
     )
     # Group JS for every method (not only ICT's), so the fork_* metrics compare rules.
     rl = RLSpec(max_new_tokens=FORK_MAX_NEW_TOKENS, probe_problems=64, probe_every=5, log_js=True)

@@ -8,13 +8,17 @@ import torch
 
 from ictrepro.algos.token_stats import TokenStats
 from ictrepro.data.suites import (
+    FORK_CONTROL_PREAMBLE,
     FORK_MARKERS,
     FORK_MAX_NEW_TOKENS,
-    FORK_PAIRS,
+    FORK_DIAL,
     FORK_PREAMBLES,
     FORK_REACH,
+    FORK_STEPS,
     FORK_SUBSETS,
+    fork_problem_parts,
     fork_strategy,
+    fork_walk,
     generate_suite,
 )
 from ictrepro.models.tokenizer import train_tokenizer
@@ -32,65 +36,73 @@ def tokenizer():
     return train_tokenizer(tokenizer_corpus(problems), vocab_size=1024)
 
 
-def _position(problem_text: str, answer: str) -> int:
-    pairs = problem_text.removeprefix("Pairs: ").split(". What is ")
-    keys = [p.split("=")[0] for p in pairs[0].split(", ")]
-    return keys.index(pairs[1].rstrip("?")) + 1
-
-
 @pytest.mark.parametrize("prefix", ["tiny-fork", "tiny-fork0"])
-def test_each_subset_holds_the_key_positions_its_name_says(prefix):
-    for subset, positions in FORK_SUBSETS.items():
-        problems = generate_suite(f"{prefix}-{subset}", seed=3, n_train=0, n_test=200)["test"]
+def test_each_subset_holds_the_distances_its_name_says(prefix):
+    for subset, distances in FORK_SUBSETS.items():
+        problems = generate_suite(f"{prefix}-{subset}", seed=3, n_train=200, n_test=60)
+        problems = problems["train"] + problems["test"]
         for p in problems:
-            position = _position(p.problem, p.answer)
-            assert position in positions
-            assert p.problem.count("=") == FORK_PAIRS
+            start, target, step = fork_problem_parts(p.problem)
+            assert p.answer == str(target)
+            assert step in FORK_STEPS
+            assert len(fork_walk(start, target, step, 0)) in distances
             strategy = fork_strategy(p.solution)
             assert strategy in (0, 1)
-            assert p.solution.count("=") == (
-                position if strategy == 0 else FORK_PAIRS - position + 1
-            )
-            opening = p.solution.split(" From the")[0]
+            walk = [int(d) for d in p.solution.split(":")[1].split(".")[0].split(",")]
+            assert walk == fork_walk(start, target, step, strategy)
+            up = len(fork_walk(start, target, step, 0))
+            assert len(walk) == (up if strategy == 0 else FORK_DIAL - up)
+            opening = p.solution.split(" Turn ")[0]
             assert opening in FORK_PREAMBLES
             if prefix == "tiny-fork0":
-                assert opening == FORK_PREAMBLES[2]
+                assert opening == FORK_CONTROL_PREAMBLE
+
+
+def test_a_walk_by_hand():
+    assert fork_walk(3, 8, 1, 0) == [4, 5, 6, 7, 8]
+    assert fork_walk(3, 8, 1, 1) == [2, 1, 0, 9, 8]
+    assert fork_walk(3, 8, 3, 0) == [6, 9, 2, 5, 8]
+    assert fork_walk(3, 8, 3, 1) == [0, 7, 4, 1, 8]
+    assert fork_walk(9, 0, 1, 0) == [0]
+    assert fork_walk(1, 0, 7, 1) == [4, 7, 0]
+    assert len(fork_walk(0, 9, 1, 1)) == 1 and len(fork_walk(0, 9, 1, 0)) == 9
+    assert fork_problem_parts("The dial shows 3. Turn it to 8 in steps of 7.") == (3, 8, 7)
+    with pytest.raises(ValueError, match="not a fork-world problem"):
+        fork_problem_parts("Pairs: a1 b2. What is a?")
 
 
 def test_the_budget_separates_the_subsets_whatever_the_preamble(tokenizer):
-    """A scan of FORK_REACH pairs fits the budget after any preamble; one more pair never
-    does: forward-only problems are out of the backward scan's reach, and the reverse."""
+    """A walk of FORK_REACH digits fits the budget after any preamble; one more digit never
+    does: up-only problems are out of the down walk's reach, and the reverse."""
     for preamble in FORK_PREAMBLES:
-        for n in range(1, FORK_PAIRS + 1):
-            pairs = ", ".join(f"{k}={n % 10}" for k in "abcdefghkm"[:n])
+        for n in range(1, FORK_DIAL):
+            walk = ",".join(str(d % FORK_DIAL) for d in range(4, 4 + n))
             for marker in FORK_MARKERS:
-                text = f"{preamble} {marker} {pairs}. The answer is \\boxed{{7}}."
+                text = f"{preamble} {marker} {walk}. The answer is \\boxed{{7}}."
                 length = len(tokenizer(text, add_special_tokens=False)["input_ids"])
                 assert (length <= FORK_MAX_NEW_TOKENS) == (n <= FORK_REACH), (text, length)
-    # What each strategy reaches: the forward scan positions 1..REACH, the backward one
-    # positions PAIRS-REACH+1..PAIRS; the subsets are exactly their differences.
-    forward, backward = (
-        set(range(1, FORK_REACH + 1)),
-        set(range(FORK_PAIRS - FORK_REACH + 1, FORK_PAIRS + 1)),
-    )
-    assert set(FORK_SUBSETS["forward"]) == forward - backward
-    assert set(FORK_SUBSETS["both"]) == forward & backward
-    assert set(FORK_SUBSETS["backward"]) == backward - forward
+    # What each strategy reaches: turning up distances 1..REACH, turning down distances
+    # DIAL-REACH..DIAL-1; the subsets are exactly their differences.
+    up = set(range(1, FORK_REACH + 1))
+    down = set(range(FORK_DIAL - FORK_REACH, FORK_DIAL))
+    assert set(FORK_SUBSETS["forward"]) == up - down
+    assert set(FORK_SUBSETS["both"]) == up & down
+    assert set(FORK_SUBSETS["backward"]) == down - up
 
 
 def test_the_fork_is_the_token_that_names_the_strategy(tokenizer):
     for preamble in FORK_PREAMBLES:
         for strategy, marker in enumerate(FORK_MARKERS):
-            text = f"{preamble} {marker} a=1, b=2. The answer is \\boxed{{2}}."
+            text = f"{preamble} {marker} 1,2. The answer is \\boxed{{2}}."
             ids = tokenizer(text, add_special_tokens=False)["input_ids"]
             index, found = fork_position(ids, text, tokenizer)
             assert found == strategy
-            assert tokenizer.decode([ids[index]]).strip() == ("first", "last")[strategy]
-            assert tokenizer.decode(ids[:index]).endswith("From the")
+            assert tokenizer.decode([ids[index]]).strip() == ("up", "down")[strategy]
+            assert tokenizer.decode(ids[:index]).endswith("Turn")
     assert fork_position([1, 2], "The answer is \\boxed{2}.", tokenizer) is None
     # Cut before the fork: the text names no strategy.
-    ids = tokenizer("So. From the", add_special_tokens=False)["input_ids"]
-    assert fork_position(ids, "So. From the", tokenizer) is None
+    ids = tokenizer("So. Turn", add_special_tokens=False)["input_ids"]
+    assert fork_position(ids, "So. Turn", tokenizer) is None
 
 
 def _naive(forks, entropy, js, mask, response):
@@ -160,11 +172,3 @@ def test_fork_metrics_without_forks_or_js_keep_every_key_null():
     got = fork_metrics([(1, 1), None], stats, mask, mask).reduce()
     assert got["fork_js_mean"] is None and got["fork_entropy_mean"] == 1.0
     assert got["fork_minority_fraction"] == 1.0 and got["fork_selected_fraction"] == 1.0
-
-
-def test_keys_and_values_occur_once_in_each_problem():
-    for p in generate_suite("tiny-fork-mix", seed=4, n_train=100, n_test=0)["train"]:
-        pairs = p.problem.removeprefix("Pairs: ").split(". What is ")[0].split(", ")
-        keys = [x.split("=")[0] for x in pairs]
-        values = [x.split("=")[1] for x in pairs]
-        assert len(set(keys)) == len(set(values)) == FORK_PAIRS

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,58 +232,84 @@ def gen_aime25(rng: random.Random) -> Generated:
 
 # ----------------------------------------------------------------------- the fork world
 #
-# A lookup with two strategies (docs/tiny-world.md, "The fork world"): the problem lists
-# FORK_PAIRS key=value pairs and asks for one key's value. A worked solution scans the
-# pairs either from the first or from the last until it reaches the key, then states its
-# value. Within the evaluation's token budget a scan can list at most FORK_REACH pairs, so
-# which strategy solves a problem depends on where the key sits: only the forward scan
-# reaches keys 1-4, both reach keys 5-6, only the backward scan reaches keys 7-10. The RL
-# prompts hold mostly forward-only keys, so collapsing onto the forward scan maximises mean
-# reward and loses the backward-only problems: pass@k rewards keeping both strategies.
+# A walk with two strategies (docs/tiny-world.md, "The fork world"): a dial of the digits
+# 0-9 shows one digit and must be turned to another in steps of k (1, 3, 7 or 9, each of
+# which reaches every digit). A worked solution turns it up (with k = 3: 3, 6, 9, 2, ...)
+# or down (3, 0, 7, 4, ...), writing each digit it passes, until it reaches the target,
+# then states the target. Turning up writes d digits, where d is the number of steps up
+# ((target - start) / k mod 10); turning down writes 10 - d. Within the token
+# budget a walk can write at most FORK_REACH digits, so which strategy solves a problem
+# depends on d: only turning up reaches d = 1-3, both reach d = 4-6, only turning down
+# reaches d = 7-9. The RL prompts hold mostly up-only problems, so collapsing onto turning
+# up maximises mean reward and loses the down-only problems: pass@k rewards keeping both.
 #
-# The strategy is chosen at one token ("first" or "last" of the marker). In the
-# ``tiny-fork`` suites a preamble of random length (2-5 tokens) comes first, so the
-# responses of one group reach the fork at different positions and their distributions
-# there differ (group JS > 0 at the fork); the ``tiny-fork0`` control suites always open
-# with the same preamble, so every response of a group reaches the fork with the same
-# context, as at a first token (group JS = 0 there by construction).
+# Each step of a walk depends on the last digit and k only (a successor table), and the
+# walk stops at a digit the prompt states; which way is shorter, though, depends on all
+# three numbers of the prompt at once, which the fork must decide before the walk starts. An earlier version of this world
+# (a key-value lookup scanned from either end) needed an induction head to copy the list,
+# and the warm start had not learnt it after 2,000 steps (docs/tiny-world.md).
+#
+# The strategy is chosen at one token ("up" or "down" of the marker). In the ``tiny-fork``
+# suites a preamble of 2 or 3 tokens comes first, so the responses of one group reach the
+# fork at different positions and their distributions there differ (group JS > 0 at the
+# fork); the ``tiny-fork0`` control suites always open with the same preamble, so every
+# response of a group reaches the fork with the same context, as at a first token (group
+# JS = 0 there by construction).
 
-FORK_KEYS = "abcdefghkmnpqrstuvwxyz"
-FORK_PAIRS = 10
-#: How many pairs a scan can list within ``FORK_MAX_NEW_TOKENS`` (counted with the tiny
-#: tokenizer: a pair is 4 tokens; tests/test_suites.py checks it).
+#: The dial's digits; a distance up is 1 .. FORK_DIAL - 1 steps.
+FORK_DIAL = 10
+#: The step sizes: those coprime to FORK_DIAL, so that a walk reaches every digit. With
+#: the start and the target they make 360 problems, 120 per subset.
+FORK_STEPS = (1, 3, 7, 9)
+#: How many digits a walk can write within ``FORK_MAX_NEW_TOKENS`` (counted with the tiny
+#: tokenizer: a step is 2 tokens, a comma and a digit, as digits are tokens of their own;
+#: tests/test_fork_world.py checks it).
 FORK_REACH = 6
-#: (majority, minority) strategy: how a worked solution starts its scan.
-FORK_MARKERS = ("From the first:", "From the last:")
-#: Preambles of 2, 3, 4 and 5 tokens, drawn per solution in the ``tiny-fork`` suites; the
-#: spread (3 tokens) is under one pair (4 tokens), so the budget separates the subsets
-#: whatever the preamble. The control suites always use ``FORK_PREAMBLES[2]``.
-FORK_PREAMBLES = ("So.", "I see.", "Let me see.", "Okay, I see.")
-#: The token budget of the fork world: the longest preamble and FORK_REACH pairs fit
-#: (5 + 12 + 4 * 6 = 41 tokens), the shortest and one pair more do not (2 + 12 + 28 = 42).
-FORK_MAX_NEW_TOKENS = 41
-#: The query positions (1-based) of each subset of problems.
+#: (majority, minority) strategy: how a worked solution starts its walk.
+FORK_MARKERS = ("Turn up:", "Turn down:")
+#: Preambles of 2, 2, 3 and 3 tokens, drawn per solution in the ``tiny-fork`` suites; the
+#: spread (1 token) is under one step (2 tokens), so the budget separates the subsets
+#: whatever the preamble. The control suites always use ``FORK_CONTROL_PREAMBLE``.
+FORK_PREAMBLES = ("So.", "Okay.", "I see.", "Now then.")
+FORK_CONTROL_PREAMBLE = FORK_PREAMBLES[2]
+#: The token budget of the fork world: the longest preamble and a walk of FORK_REACH
+#: digits fit, the shortest preamble and one digit more do not (tests/test_fork_world.py).
+FORK_MAX_NEW_TOKENS = 27
+#: The distances up (steps of k from the start to the target) of each subset of problems.
 FORK_SUBSETS = {
-    "forward": range(1, FORK_PAIRS - FORK_REACH + 1),
-    "both": range(FORK_PAIRS - FORK_REACH + 1, FORK_REACH + 1),
-    "backward": range(FORK_REACH + 1, FORK_PAIRS + 1),
+    "forward": range(1, FORK_DIAL - FORK_REACH),
+    "both": range(FORK_DIAL - FORK_REACH, FORK_REACH + 1),
+    "backward": range(FORK_REACH + 1, FORK_DIAL),
 }
 
 
+def fork_problem_parts(problem: str) -> tuple[int, int, int]:
+    """``(start, target, step)`` of a fork-world problem text."""
+    match = re.fullmatch(r"The dial shows (\d)\. Turn it to (\d) in steps of (\d)\.", problem)
+    if match is None:
+        raise ValueError(f"not a fork-world problem: {problem!r}")
+    return int(match[1]), int(match[2]), int(match[3])
+
+
+def fork_walk(start: int, target: int, step: int, strategy: int) -> list[int]:
+    """The digits a walk from ``start`` to ``target`` in steps of ``step`` writes: turning
+    up (strategy 0) or down (1), ``target`` included, ``start`` not."""
+    signed = step if strategy == 0 else -step
+    walk = [(start + signed) % FORK_DIAL]
+    while walk[-1] != target:
+        walk.append((walk[-1] + signed) % FORK_DIAL)
+    return walk
+
+
 def _fork_item(rng: random.Random, subset: str, preamble: bool) -> Generated:
-    keys = rng.sample(FORK_KEYS, FORK_PAIRS)
-    # Distinct keys and distinct values (a permutation of the digits): every token of the
-    # list occurs once, so a scan can find where it is by looking its last token up.
-    values = rng.sample(range(10), FORK_PAIRS)
-    position = rng.choice(FORK_SUBSETS[subset])
-    query = keys[position - 1]
-    pairs = [f"{k}={v}" for k, v in zip(keys, values, strict=True)]
-    problem = f"Pairs: {', '.join(pairs)}. What is {query}?"
-    backward = rng.random() < 0.5
-    scanned = pairs[::-1][: FORK_PAIRS - position + 1] if backward else pairs[:position]
-    opening = rng.choice(FORK_PREAMBLES) if preamble else FORK_PREAMBLES[2]
-    steps = [f"{opening} {FORK_MARKERS[backward]} {', '.join(scanned)}."]
-    return problem, _boxed(steps, str(values[position - 1])), str(values[position - 1]), None
+    start, step = rng.randrange(FORK_DIAL), rng.choice(FORK_STEPS)
+    target = (start + step * rng.choice(FORK_SUBSETS[subset])) % FORK_DIAL
+    problem = f"The dial shows {start}. Turn it to {target} in steps of {step}."
+    strategy = int(rng.random() < 0.5)
+    walk = ",".join(str(d) for d in fork_walk(start, target, step, strategy))
+    opening = rng.choice(FORK_PREAMBLES) if preamble else FORK_CONTROL_PREAMBLE
+    steps = [f"{opening} {FORK_MARKERS[strategy]} {walk}."]
+    return problem, _boxed(steps, str(target)), str(target), None
 
 
 def _fork_generator(subset: str, preamble: bool) -> Callable[[random.Random], Generated]:
@@ -290,7 +317,7 @@ def _fork_generator(subset: str, preamble: bool) -> Callable[[random.Random], Ge
         return _fork_item(rng, subset, preamble)
 
     gen.__name__ = f"gen_fork{'' if preamble else '0'}_{subset}"
-    gen.__doc__ = f"Lookup problems whose key only the {subset} scan reaches (or both)."
+    gen.__doc__ = f"Dial problems that only the {subset} walk solves (or both)."
     return gen
 
 
@@ -304,11 +331,11 @@ def fork_strategy(response: str) -> int | None:
 def _fork_suites(preamble: bool) -> list[Suite]:
     prefix = "tiny-fork" if preamble else "tiny-fork0"
     gens = {s: _fork_generator(s, preamble) for s in FORK_SUBSETS}
-    # The RL prompts: 12 forward-only, 3 either, 5 backward-only keys in every 20.
+    # The RL prompts: 12 up-only, 3 either-way, 5 down-only problems in every 20.
     mix = (gens["forward"],) * 12 + (gens["both"],) * 3 + (gens["backward"],) * 5
     return [
-        *(Suite(f"{prefix}-{s}", f"fork-{s}", (g,)) for s, g in gens.items()),
-        Suite(f"{prefix}-mix", "fork", mix),
+        *(Suite(f"{prefix}-{s}", f"fork-{s}", (g,), train_repeats=True) for s, g in gens.items()),
+        Suite(f"{prefix}-mix", "fork", mix, train_repeats=True),
     ]
 
 
@@ -324,6 +351,10 @@ class Suite:
     family: str
     generators: tuple[Callable[[random.Random], Generated], ...]
     stands_for: str | None = None
+    #: Whether the train split may hold a problem more than once (each time with a solution
+    #: drawn afresh): a world of a few hundred problems (the fork world's 360) cannot give
+    #: thousands of distinct warm-start problems. The test split is always distinct.
+    train_repeats: bool = False
 
 
 SUITES: dict[str, Suite] = {
@@ -385,6 +416,7 @@ def _draw(suite: Suite, split: str, seed: int, count: int, exclude: set[str]) ->
     rng = random.Random(f"{suite.name}/{split}/{seed}")
     records: list[Problem] = []
     seen = set(exclude)
+    repeats = split == "train" and suite.train_repeats
     attempts = 0
     while len(records) < count:
         attempts += 1
@@ -396,7 +428,8 @@ def _draw(suite: Suite, split: str, seed: int, count: int, exclude: set[str]) ->
         problem, solution, answer, choices = gen(rng)
         if problem in seen:
             continue
-        seen.add(problem)
+        if not repeats:
+            seen.add(problem)
         records.append(
             Problem(
                 id=f"{suite.name}-{split}-{len(records):05d}",
