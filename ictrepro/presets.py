@@ -4,7 +4,7 @@ A :class:`Preset` holds the configs of every stage: ``prepare`` (the tiny world'
 model and suites, or a pretrained model with the real data: the paper presets and
 ``smollm2-135m``), the training defaults shared by every method, the evaluation
 (benchmarks and decoding) and the seeds a reproduction trains by default.
-``ictrepro reproduce --dry-run`` describes any preset; ``get_preset`` is the one lookup.
+``ictrepro reproduce --dry-run`` describes any preset; ``get_preset`` is the one place to find one.
 """
 
 from __future__ import annotations
@@ -137,11 +137,11 @@ FORK_EVAL = EvalSpec(
 
 
 def _tiny_fork(name: str, preamble: bool) -> Preset:
-    """The fork world (docs/tiny-world.md, "The fork world"): a lookup with two strategies
+    """The fork world (docs/tiny-world.md, "The fork world"): a dial turned up or down
     whose fork lies after a preamble of random length (``tiny-fork``), or after the same
     preamble in every response (``tiny-fork0``, the control where group JS is 0 at the
-    fork). Evaluated per subset (problems only the forward scan, either, or only the
-    backward scan solves within the budget); the paper's five seeds."""
+    fork). Evaluated per subset (problems only turning up, either way, or only turning
+    down solves within the budget); the paper's five seeds."""
     suites = FORK_EVAL_SUITES if preamble else FORK0_EVAL_SUITES
     prefix = "tiny-fork" if preamble else "tiny-fork0"
     sampling = FORK_EVAL.sampling

@@ -19,8 +19,8 @@ dropped, so the splits are disjoint by construction.
 The training mixture ``tiny-train`` mixes the GSM8K- and MATH-like generators, in the spirit
 of the paper's GSM8K + MATH training data.
 
-The fork world's suites (``tiny-fork-*``, control ``tiny-fork0-*``: a lookup with two
-strategies, one suite per subset of problems and a ``-mix`` of RL prompts) are described
+The fork world's suites (``tiny-fork-*``, control ``tiny-fork0-*``: a dial turned
+up or down, one suite per subset of problems and a ``-mix`` of RL prompts) are described
 where they are generated, below, and in docs/tiny-world.md.
 """
 
