@@ -119,7 +119,12 @@ def _eval_samples(preset: str, benchmarks: Sequence[str]) -> int | None:
     if isinstance(spec.prepare, PretrainedPrepareConfig):
         limits = dict(spec.prepare.eval_limits)
         sampling = spec.prepare.eval_sampling
-        return sum(
+        task = spec.prepare.task
+        task_samples = 0
+        if task is not None and task in benchmarks and spec.prepare.task_sampling is not None:
+            task_samples = spec.prepare.task_test * spec.prepare.task_sampling.n
+            benchmarks = [b for b in benchmarks if b != task]
+        return task_samples + sum(
             min(limits.get(b, BENCHMARKS[b].size), BENCHMARKS[b].size)
             * (sampling.n if sampling is not None else BENCHMARKS[b].n or 1)
             for b in benchmarks
