@@ -105,9 +105,13 @@ class Plan:
 
         config = self.prepare_config()
         source = config.data_dir or "the Hugging Face hub"
+        data = [
+            *config.train_sets,
+            *([] if config.task is None else [f"{config.task} (generated)"]),
+        ]
         lines = [
             f"1. prepare: base model {config.model} ({config.dtype}) -> RUN/base_model; "
-            f"RL data {' + '.join(config.train_sets)} and benchmarks from {source}"
+            f"RL data {' + '.join(data)}; benchmarks from {source}"
         ]
         lines += [f"   deviation from the paper: {note}" for note in deviations(config)]
         return lines
