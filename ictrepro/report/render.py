@@ -45,7 +45,7 @@ PRESET_STATEMENTS = {
         "(SmolLM2-135M-Instruct, its own tokenizer and chat template) on a task where the "
         "base model is right about a third of the time: the probe reward before and after "
         "training, and P@1 on the task's held-out test split against the base model, each "
-        "paired problem by problem (section *Learning on the task*). One training seed and "
+        "paired problem by problem (section *Learning*). One training seed and "
         "a few steps. **What it does not show:** a comparison of methods at the paper's "
         "scale. GRPO and ICT are trained for a few steps on a CPU; with one seed the seed "
         "spread is unknown, and the real GSM8K and MATH500 subsets (a few problems) only "
@@ -279,7 +279,7 @@ def _markdown_learning(r: Report) -> list[str]:
     if not r.probes:
         return []
     out = [
-        "## Learning on the task",
+        "## Learning: the probe before and after, P@1 against the base model",
         "",
         "Probe: the mean reward on the held-out probe problems (same problems, same sampling "
         "seed) at the first probe (step 0: before training) and the last; the difference is "
