@@ -21,6 +21,7 @@ import yaml
 
 from ictrepro.data.benchmarks import BENCHMARKS, PAPER_BENCHMARKS, TRAINING_SETS
 from ictrepro.data.suites import EVAL_SUITES
+from ictrepro.data.word_arithmetic import TASKS
 from ictrepro.errors import ConfigError
 from ictrepro.io import sha256_json
 from ictrepro.rollout.params import SAMPLERS, SamplingParams, VLLMSpec
@@ -144,9 +145,24 @@ class PretrainedPrepareConfig:
     eval_sampling: SamplingParams | None = None
     eval_ks: tuple[int, ...] = ()
     seed: int = 0
+    #: A generated task (``ictrepro.data.word_arithmetic.TASKS``) whose ``task_train``
+    #: problems are RL training data (after the training sets, if any) and whose
+    #: ``task_test`` problems are evaluated first, beside the benchmarks, with
+    #: ``task_sampling`` (its answers are short) and ``eval_ks``. Drawn from the task's own
+    #: seed 0, the same for every run seed.
+    task: str | None = None
+    task_train: int = 0
+    task_test: int = 0
+    task_sampling: SamplingParams | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        record = dataclasses.asdict(self)
+        if self.task is None:
+            # Left out when unused: the identity hash of runs prepared before generated
+            # tasks existed stays what it was.
+            for key in ("task", "task_train", "task_test", "task_sampling"):
+                del record[key]
+        return record
 
     def sha256(self) -> str:
         return sha256_json(self.to_json())
@@ -158,7 +174,20 @@ class PretrainedPrepareConfig:
                 raise ConfigError(
                     f"unknown RL training set {name!r}; valid: {', '.join(TRAINING_SETS)}"
                 )
-        if not self.train_sets:
+        if self.task is not None:
+            if self.task not in TASKS:
+                raise ConfigError(f"unknown task {self.task!r}; valid: {', '.join(TASKS)}")
+            if self.task_train < 1 or self.task_test < 2 or self.task_sampling is None:
+                raise ConfigError(
+                    f"task {self.task!r} needs task_train >= 1, task_test >= 2 (a paired "
+                    "comparison needs two problems) and task_sampling"
+                )
+            if self.eval_ks and max(self.eval_ks) > self.task_sampling.n:
+                raise ConfigError(
+                    f"eval_ks {self.eval_ks} needs at least {max(self.eval_ks)} samples per "
+                    f"problem; task_sampling.n is {self.task_sampling.n}"
+                )
+        elif not self.train_sets:
             raise ConfigError("no RL training set; pass --train-sets gsm8k_train,math_train")
         evaluation = [n for n, s in BENCHMARKS.items() if s.is_evaluation]
         for name in (*self.benchmarks, *self.skip_benchmarks, *dict(self.eval_limits)):

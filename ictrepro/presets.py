@@ -36,6 +36,7 @@ from ictrepro.data.suites import (
     FORK_EVAL_SUITES,
     FORK_MAX_NEW_TOKENS,
 )
+from ictrepro.data.word_arithmetic import TASK as WORD_ARITHMETIC
 from ictrepro.errors import ConfigError
 from ictrepro.rollout.params import SamplingParams
 
@@ -258,6 +259,73 @@ def _smollm2() -> Preset:
     )
 
 
+def _smollm2_learn() -> Preset:
+    """``smollm2-135m`` on a task the base model half solves, so that binary-reward GRPO
+    has groups with a reward difference to learn from (docs/paper-scale.md, "Learning on
+    a real model"). The generated ``word-arithmetic`` task (one-step word problems, one
+    worked example in the prompt) is the RL data, the probe and the first evaluation; the
+    real GSM8K and MATH500 subsets stay beside it, small. Sampling at temperature 0.7: at
+    1.0 the base model's pass@1 on the task is about 10%, at 0.7 inside 15-60%.
+    """
+    base = _smollm2()
+    assert isinstance(base.prepare, PretrainedPrepareConfig)
+    # Responses of the task are about 25 tokens ("7 + 5 = 12. The answer is \boxed{12}.");
+    # 48 leaves room for a longer one and cuts off rambling, which scores 0 either way.
+    task_sampling = SamplingParams(n=4, temperature=0.7, top_p=1.0, max_new_tokens=48)
+    # The real subsets: a check that the task's training does not break the model
+    # elsewhere, not a measurement (4 + 2 problems x 4 samples within 128 tokens: 24
+    # responses a model; n = 4 for the report's P@4).
+    bench_sampling = SamplingParams(n=4, temperature=0.7, top_p=1.0, max_new_tokens=128)
+    prepare = dataclasses.replace(
+        base.prepare,
+        preset="smollm2-135m-learn",
+        train_sets=(),
+        benchmarks=("gsm8k", "math500"),
+        eval_limits=(("gsm8k", 4), ("math500", 2)),
+        eval_sampling=bench_sampling,
+        eval_ks=(1, 4),
+        task=WORD_ARITHMETIC,
+        task_train=1056,
+        task_test=64,
+        task_sampling=task_sampling,
+    )
+    rl = dataclasses.replace(
+        base.train.rl,
+        steps=6,
+        prompts_per_step=4,
+        group_size=8,
+        max_new_tokens=task_sampling.max_new_tokens,
+        temperature=task_sampling.temperature,
+        micro_batch_size=16,
+        sample_batch_size=64,
+        lr=2e-5,
+        # No reference model: its forward pass was a third of a step's statistics here,
+        # and over a few steps a KL term of 0.001 holds the policy back by nothing
+        # measurable (a recorded deviation from the paper's 0.001).
+        kl_coef=0.0,
+        # Group JS only where the rule needs it (ICT): at V = 49,152 it is most of the
+        # rest of the statistics' time.
+        log_js=False,
+        # The probe: the last 32 training problems, held out, 4 samples each, before the
+        # first step and after the last (probe_every = steps: two probes, the cost of one
+        # step each).
+        probe_problems=32,
+        probe_samples=4,
+        probe_every=6,
+    )
+    eval_spec = EvalSpec(
+        benchmarks=(WORD_ARITHMETIC, *prepare.benchmarks), sampling=task_sampling, ks=(1, 4)
+    )
+    return Preset(
+        "smollm2-135m-learn",
+        prepare,
+        dataclasses.replace(base.train, rl=rl),
+        eval_spec,
+        seeds=(0,),
+        methods=("grpo", "ict"),
+    )
+
+
 #: Built on lookup: validating an RLSpec imports torch, which `ictrepro --help` does not need.
 _PRESETS: dict[str, Callable[[], Preset]] = {
     "tiny": _tiny,
@@ -268,6 +336,7 @@ _PRESETS: dict[str, Callable[[], Preset]] = {
     "paper-1.5b": lambda: _paper("paper-1.5b", "Qwen/Qwen2.5-1.5B"),
     "paper-7b": lambda: _paper("paper-7b", "Qwen/Qwen2.5-7B"),
     "smollm2-135m": _smollm2,
+    "smollm2-135m-learn": _smollm2_learn,
 }
 
 

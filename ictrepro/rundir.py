@@ -283,6 +283,12 @@ class TrainDir:
         return self.root / "metrics.jsonl"
 
     @property
+    def probe(self) -> Path:
+        """``probe.jsonl``: each probe's rewards per probe problem (with ``rl.probe_problems``),
+        so a before/after difference can be paired problem by problem."""
+        return self.root / "probe.jsonl"
+
+    @property
     def checkpoints(self) -> Path:
         return self.root / "checkpoints"
 

@@ -37,6 +37,9 @@ def test_every_preset_holds_each_stages_config(name):
     elif name == "smollm2-135m":
         assert preset.eval.benchmarks == preset.prepare.benchmarks
         assert preset.eval.sampling == preset.prepare.eval_sampling
+    elif name == "smollm2-135m-learn":  # its generated task first, then the real subsets
+        assert preset.eval.benchmarks == (preset.prepare.task, *preset.prepare.benchmarks)
+        assert preset.eval.sampling == preset.prepare.task_sampling
     elif name.startswith("tiny-fork"):  # its own suites, 16 samples, its token budget
         assert preset.eval.benchmarks == preset.prepare.data.eval_suites
         assert preset.eval.sampling.n == 16 and preset.seeds == (0, 1, 2, 3, 4)

@@ -237,3 +237,59 @@ def test_reproduce_end_to_end_on_the_real_model(smollm2_run, tmp_path, monkeypat
     assert "deviation from the paper: RL training data: gsm8k_train only" in report
     for model in ("base", "grpo-seed0", "ict-seed0"):
         assert (tmp_path / "run" / "eval" / model / "gsm8k.score.json").is_file()
+
+
+@pytest.mark.slow
+def test_learn_preset_updates_the_real_model_and_records_the_probe(smollm2_run, tmp_path):
+    """``smollm2-135m-learn`` for two GRPO steps on the real model with the real verifier:
+    its word-arithmetic prompts give groups with a reward difference (the base model solves
+    about a third of them), so updates happen; the probe is recorded before and after,
+    per problem, and the report pairs it."""
+    from ictrepro.presets import train_preset
+    from ictrepro.report.learning import probe_changes
+    from ictrepro.stages.prepare import prepare
+    from ictrepro.stages.train import train
+
+    data_dir = Path(json.loads((smollm2_run / "prepare.json").read_text())["config"]["data_dir"])
+    # The session's converted model as a local directory: no second GGUF load.
+    config = dataclasses.replace(
+        prepare_preset_learn(data_dir, model=str(smollm2_run / "base_model")),
+        task_train=24,
+        task_test=2,
+    )
+    run_dir = tmp_path / "run"
+    prepare(config, run_dir, show_progress=False)
+    overrides = {
+        "rl.steps": 2,
+        "rl.prompts_per_step": 4,
+        "rl.group_size": 4,
+        "rl.max_new_tokens": 32,
+        "rl.probe_problems": 4,
+        "rl.probe_samples": 2,
+        "rl.probe_every": 2,
+    }
+    result = train(
+        train_preset("smollm2-135m-learn", method="grpo", overrides=overrides),
+        run_dir,
+        show_progress=False,
+    )
+    rows = result.metrics
+    assert len(rows) == 2 and not all(r["update_skipped"] for r in rows)
+    # Mean rewards strictly between 0 and 1: the responses' rewards were not all equal.
+    assert any(0 < r["reward_mean"] < 1 for r in rows)
+    assert rows[0]["probe_reward_initial"] is not None and rows[1]["probe_reward"] is not None
+    assert all(r["entropy_mean"] > 0 and r["selected_fraction"] == 1.0 for r in rows)
+    probes = [json.loads(line) for line in (result.out_dir / "probe.jsonl").open()]
+    assert [p["step"] for p in probes] == [0, 2]
+    assert all(len(p["rewards"]) == 4 for p in probes)
+    assert all(len(r) == 2 for p in probes for r in p["rewards"].values())
+    (change,) = probe_changes(run_dir)
+    assert change.run == "grpo-seed0" and change.n_problems == 4 and change.diff is not None
+
+
+def prepare_preset_learn(data_dir: Path, *, model: str):
+    """``smollm2-135m-learn`` on the hand-written GSM8K rows (4 problems) of this module."""
+    from ictrepro.presets import prepare_preset
+
+    config = prepare_preset("smollm2-135m-learn", data_dir=data_dir, model=model)
+    return dataclasses.replace(config, benchmarks=("gsm8k",), eval_limits=(("gsm8k", 4),))

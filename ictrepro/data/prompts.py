@@ -5,6 +5,10 @@ and an instruction saying where the final answer goes (``\\boxed{}``, which the 
 reads). The message is wrapped with the tokenizer's chat template when it has one (Qwen2.5
 instruct models and the project's own tiny tokenizer), or in a plain ``Question/Answer``
 frame for base models without one.
+
+A problem may carry a worked example (``meta["example"]``: ``problem`` and ``solution``;
+the ``word-arithmetic`` task's one-shot). It comes first: as an earlier user turn and the
+assistant's answer in a chat, or as an earlier ``Question/Answer`` pair in the base frame.
 """
 
 from __future__ import annotations
@@ -50,15 +54,37 @@ def render_prompt(
     if style not in ("auto", "chat", "base"):
         raise ConfigError(f"unknown prompt style {style!r}; valid: auto, chat, base")
     message = user_message(problem)
+    example = worked_example(problem)
     if uses_chat(tokenizer, style):
         if not getattr(tokenizer, "chat_template", None):
             raise ConfigError(
                 "prompt style 'chat' needs a tokenizer with a chat template; use 'auto' or 'base'"
             )
-        return tokenizer.apply_chat_template(
-            [{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True
+        turns = [{"role": "user", "content": message}]
+        if example is not None:
+            question, solution = example
+            turns[:0] = [
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": solution},
+            ]
+        return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+    shot = "" if example is None else f"Question: {example[0]}\nAnswer: {example[1]}\n"
+    return f"{shot}Question: {message}\nAnswer: "
+
+
+def worked_example(problem: Problem) -> tuple[str, str] | None:
+    """(the example's user message, its solution) when ``problem`` carries one, else None.
+    The example's question gets the same instruction as the problem's own."""
+    example = problem.meta.get("example")
+    if example is None:
+        return None
+    if not isinstance(example, dict) or not {"problem", "solution"} <= set(example):
+        raise DataError(
+            f"problem {problem.id!r}: meta.example must hold 'problem' and 'solution', "
+            f"got {example!r}"
         )
-    return f"Question: {message}\nAnswer: "
+    shot = Problem(id=f"{problem.id}/example", problem=example["problem"], answer="")
+    return user_message(shot), example["solution"]
 
 
 def uses_chat(tokenizer: PreTrainedTokenizerBase, style: PromptStyle = "auto") -> bool:

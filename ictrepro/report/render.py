@@ -38,6 +38,20 @@ OTHER_SCALE_STATEMENT = (
     "reproduce the paper's absolute numbers (Qwen2.5 0.5B, 1.5B and 7B on the real "
     "benchmarks) and are not comparable with them."
 )
+#: What a preset's report shows and what it does not, beside the scale statement.
+PRESET_STATEMENTS = {
+    "smollm2-135m-learn": (
+        "**What this run shows:** whether binary-reward RL changes a real pretrained model "
+        "(SmolLM2-135M-Instruct, its own tokenizer and chat template) on a task where the "
+        "base model is right about a third of the time: the probe reward before and after "
+        "training, and P@1 on the task's held-out test split against the base model, each "
+        "paired problem by problem (section *Learning*). One training seed and "
+        "a few steps. **What it does not show:** a comparison of methods at the paper's "
+        "scale. GRPO and ICT are trained for a few steps on a CPU; with one seed the seed "
+        "spread is unknown, and the real GSM8K and MATH500 subsets (a few problems) only "
+        "check that nothing broke."
+    ),
+}
 PAPER_SCALE_STATEMENT = (
     "**Paper-scale preset `{preset}`.** Compare with the paper's numbers only where model, "
     "training data and decoding match; the paper does not state its decoding settings or "
@@ -187,6 +201,8 @@ def render_markdown(report: Report, paper: PaperNumbers, plots: dict[str, Path])
         statement = PAPER_SCALE_STATEMENT.format(preset=r.preset)
     else:
         statement = OTHER_SCALE_STATEMENT.format(preset=r.preset)
+    if r.preset in PRESET_STATEMENTS:
+        statement += "\n\n" + PRESET_STATEMENTS[r.preset]
     out = [
         f"# Reproduction report: {f} against {', '.join(label(b) for b in r.baselines)}",
         "",
@@ -241,6 +257,7 @@ def render_markdown(report: Report, paper: PaperNumbers, plots: dict[str, Path])
                 "",
             ]
 
+    out += _markdown_learning(r)
     out += _markdown_overview(r, paper)
     out += _markdown_gains(r, paper, defs)
     out += _markdown_paired(r)
@@ -254,6 +271,53 @@ def render_markdown(report: Report, paper: PaperNumbers, plots: dict[str, Path])
     out += ["## Notes", ""]
     out += [f"- {n}" for n in r.notes] or ["- none"]
     return "\n".join(out) + "\n"
+
+
+def _markdown_learning(r: Report) -> list[str]:
+    """The probe before and after training, and each trained model's P@1 minus the base
+    model's per benchmark: whether training moved the policy (shown when a run has a probe)."""
+    if not r.probes:
+        return []
+    out = [
+        "## Learning: the probe before and after, P@1 against the base model",
+        "",
+        "Probe: the mean reward on the held-out probe problems (same problems, same sampling "
+        "seed) at the first probe (step 0: before training) and the last; the difference is "
+        "paired by problem, with a 95% t interval over problems (`ictrepro/report/learning.py`).",
+        "",
+    ]
+    rows = [
+        [
+            f"`{p.run}`",
+            f"{PERCENT * p.first:.2f} (step {p.first_step})",
+            f"{PERCENT * p.last:.2f} (step {p.last_step})",
+            "–" if p.diff is None else _interval_text(p.diff),
+            "–" if p.diff is None else ("**resolved**" if p.diff.resolved else "not resolved"),
+            str(p.n_problems),
+        ]
+        for p in r.probes
+    ]
+    header = ["run", "probe reward, first", "last", "last − first [95% interval]", "resolved?",
+              "problems"]  # fmt: skip
+    out += [_md_table(header, rows), ""]
+    rows = []
+    for c in r.comparisons:
+        if c.b != BASE:
+            continue
+        for bench, d in zip(c.benchmarks, c.per_benchmark.get("p1", ()), strict=True):
+            verdict = "**resolved**" if d.resolved else "not resolved"
+            rows.append([f"{label(c.a)} − {label(BASE)}", f"`{bench}`", _interval_text(d), verdict])
+    if rows:
+        out += [
+            "P@1 of each trained model minus the base model's, per benchmark, paired by "
+            "problem on the same evaluation samples' seeds (points):",
+            "",
+            _md_table(
+                ["comparison", "benchmark", "P@1 difference [95% interval]", "resolved?"], rows
+            ),
+            "",
+        ]
+    return out
 
 
 def _markdown_overview(r: Report, paper: PaperNumbers) -> list[str]:
@@ -652,6 +716,18 @@ def build_summary(r: Report, paper: PaperNumbers, files: Sequence[str]) -> dict[
         "gains": {o: {m: gain_json(g) for m, g in per.items()} for o, per in r.gains.items()},
         "paper": paper.to_json(),
         "paper_comparisons": paper_comparisons(paper, r.focus, r.baselines),
+        "probes": [
+            {
+                "run": p.run,
+                "first_step": p.first_step,
+                "last_step": p.last_step,
+                "first": PERCENT * p.first,
+                "last": PERCENT * p.last,
+                "n_problems": p.n_problems,
+                "difference": None if p.diff is None else paired_json(p.diff),
+            }
+            for p in r.probes
+        ],
         "paired_comparisons": [
             {
                 "a": c.a,

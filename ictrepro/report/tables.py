@@ -33,6 +33,7 @@ from ictrepro.report.comparisons import (
 from ictrepro.report.curves import Curve, missing_curve_notes, training_curves
 from ictrepro.report.gains import Gain, best_baseline, compute_gain
 from ictrepro.report.labels import label, stands_for
+from ictrepro.report.learning import ProbeChange, probe_changes
 from ictrepro.report.load import BASE, LoadedRun, ProblemScores, Seed, load_run
 
 Loaded = dict[tuple[str, Seed, str], ProblemScores]
@@ -98,6 +99,8 @@ class Report:
     inactive_masks: tuple[str, ...] = ()
     #: ``(method, benchmark, P@1, chance P@1)``: multiple-choice cells not above guessing.
     at_chance: tuple[tuple[str, str, float, float], ...] = ()
+    #: Each training run's probe reward, first probe against last, paired by problem.
+    probes: tuple[ProbeChange, ...] = ()
     files: ReportFiles | None = None
 
 
@@ -175,6 +178,7 @@ def score_run(
         positive_control=positive_control(comparisons),
         inactive_masks=tuple(inactive_masks(trained)),
         at_chance=tuple(chance_flags(cells, chance_levels(benchmarks))),
+        probes=tuple(probe_changes(run.run_dir, set(rows))),
     )
 
 

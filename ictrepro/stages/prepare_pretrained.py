@@ -30,6 +30,7 @@ from ictrepro.config import PretrainedPrepareConfig
 from ictrepro.data.benchmarks import BENCHMARKS, PAPER_BENCHMARKS, TRAINING_SETS, load_benchmark
 from ictrepro.data.prompts import render_prompt
 from ictrepro.data.records import Problem
+from ictrepro.data.word_arithmetic import TASKS
 from ictrepro.errors import DataError
 from ictrepro.io import (
     atomic_directory,
@@ -68,8 +69,14 @@ class PreparedBenchmark:
 def deviations(config: PretrainedPrepareConfig) -> list[str]:
     """How this run's data differ from the paper's set-up, in words (recorded and reported)."""
     notes = []
+    if config.task is not None:
+        notes.append(
+            f"RL training data and the first evaluation: the generated task {config.task} "
+            f"({config.task_train} training and {config.task_test} test problems; "
+            "docs/paper-scale.md), not the paper's data"
+        )
     left_out = [s for s in TRAINING_SETS if s not in config.train_sets]
-    if left_out:
+    if left_out and config.train_sets:  # with none, the task's note above says it
         notes.append(
             f"RL training data: {' + '.join(config.train_sets)} only "
             f"(the paper: {' + '.join(TRAINING_SETS)}; left out: {', '.join(left_out)})"
@@ -100,9 +107,17 @@ def _data_dir(config: PretrainedPrepareConfig) -> Path | None:
     return None if config.data_dir is None else Path(config.data_dir)
 
 
+def generated_task(config: PretrainedPrepareConfig) -> dict[str, list[Problem]]:
+    """The generated task's splits (``{"train": [...], "test": [...]}``; empty without one)."""
+    if config.task is None:
+        return {}
+    return TASKS[config.task](seed=0, n_train=config.task_train, n_test=config.task_test)
+
+
 def load_training_data(config: PretrainedPrepareConfig) -> dict[str, list[Problem]]:
-    """``{training set: problems}``; a missing set is a ``DataError`` that names it, where it
-    was looked for, and the two ways on: supply it, or leave it out with ``--train-sets``."""
+    """``{training set: problems}`` (a generated task's training split last); a missing set is
+    a ``DataError`` that names it, where it was looked for, and the two ways on: supply it,
+    or leave it out with ``--train-sets``."""
     out = {}
     for name in config.train_sets:
         try:
@@ -116,6 +131,8 @@ def load_training_data(config: PretrainedPrepareConfig) -> dict[str, list[Proble
                 else ""
             )
             raise DataError(f"RL training set {name!r} is missing: {e}{leave_out}") from e
+    if config.task is not None:
+        out[config.task] = generated_task(config)["train"]
     return out
 
 
@@ -123,7 +140,8 @@ def load_eval_data(config: PretrainedPrepareConfig) -> dict[str, list[Problem]]:
     """``{benchmark: problems}`` of every evaluated benchmark (subsets applied); a missing
     one is a ``DataError`` naming it, how to get it (GPQA is gated) and ``--skip-benchmarks``."""
     limits = dict(config.eval_limits)
-    out = {}
+    # The generated task's test split first: the report's first table is the task it trains on.
+    out = {config.task: generated_task(config)["test"]} if config.task is not None else {}
     for name in evaluated(config):
         try:
             problems = load_benchmark(name, data_dir=_data_dir(config))
@@ -147,6 +165,9 @@ def load_eval_data(config: PretrainedPrepareConfig) -> dict[str, list[Problem]]:
 
 def benchmark_settings(config: PretrainedPrepareConfig, name: str) -> dict[str, Any]:
     """The decoding of benchmark ``name``'s evaluation: the config's, else the benchmark's."""
+    if name == config.task and config.task_sampling is not None:
+        sampling, ks = config.task_sampling, config.eval_ks or (1,)
+        return {"sampling": dataclasses.asdict(sampling), "ks": list(ks)}
     spec = BENCHMARKS[name]
     if config.eval_sampling is not None:
         sampling, ks = config.eval_sampling, config.eval_ks or (1,)

@@ -105,9 +105,13 @@ class Plan:
 
         config = self.prepare_config()
         source = config.data_dir or "the Hugging Face hub"
+        data = [
+            *config.train_sets,
+            *([] if config.task is None else [f"{config.task} (generated)"]),
+        ]
         lines = [
             f"1. prepare: base model {config.model} ({config.dtype}) -> RUN/base_model; "
-            f"RL data {' + '.join(config.train_sets)} and benchmarks from {source}"
+            f"RL data {' + '.join(data)}; benchmarks from {source}"
         ]
         lines += [f"   deviation from the paper: {note}" for note in deviations(config)]
         return lines
@@ -119,7 +123,12 @@ def _eval_samples(preset: str, benchmarks: Sequence[str]) -> int | None:
     if isinstance(spec.prepare, PretrainedPrepareConfig):
         limits = dict(spec.prepare.eval_limits)
         sampling = spec.prepare.eval_sampling
-        return sum(
+        task = spec.prepare.task
+        task_samples = 0
+        if task is not None and task in benchmarks and spec.prepare.task_sampling is not None:
+            task_samples = spec.prepare.task_test * spec.prepare.task_sampling.n
+            benchmarks = [b for b in benchmarks if b != task]
+        return task_samples + sum(
             min(limits.get(b, BENCHMARKS[b].size), BENCHMARKS[b].size)
             * (sampling.n if sampling is not None else BENCHMARKS[b].n or 1)
             for b in benchmarks

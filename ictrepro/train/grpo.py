@@ -34,6 +34,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
+from accelerate.utils import gather_object
 from torch import Tensor
 from transformers import (
     AutoModelForCausalLM,
@@ -350,12 +351,17 @@ class GRPOTrainer:
         self.temperature = self.rl.temperature_for_stats
         self.checkpoint_dir = checkpoint.checkpoint_dir(self.out_dir)
         self.log = MetricsLog(TrainDir(self.out_dir).metrics, enabled=accelerator.is_main_process)
+        # The same append-and-truncate log, one line per probe (not per step).
+        self.probe_log = MetricsLog(
+            TrainDir(self.out_dir).probe, enabled=accelerator.is_main_process
+        )
 
     # ------------------------------------------------------------------ the loop
 
     def train(self, start_step: int = 0) -> list[dict[str, Any]]:
         """Run steps ``start_step .. rl.steps - 1``; returns the metrics of those steps."""
         self.log.truncate(start_step)
+        self.probe_log.truncate(start_step)
         # A no-op unless the Accelerator was made with trackers (infra.report_to).
         self.accelerator.init_trackers(
             f"{self.config.method}-seed{self.config.seed}", config=_flat(self.config.to_json())
@@ -385,7 +391,7 @@ class GRPOTrainer:
         """One training step (0-based ``step``); returns its metrics (global over ranks)."""
         acc = self.accelerator
         # The policy before any update, once per run (step 0 is never resumed into).
-        probe_initial = self.probe() if step == 0 and self.probe_set else MetricSums()
+        probe_initial = self.probe(0) if step == 0 and self.probe_set else MetricSums()
         t0 = time.perf_counter()
         problems, completions = self.sample(step)
         t1 = time.perf_counter()
@@ -423,7 +429,7 @@ class GRPOTrainer:
         t4 = time.perf_counter()
         completed = step + 1
         due = completed % self.rl.probe_every == 0 or completed == self.rl.steps
-        probe = self.probe() if due and self.probe_set else MetricSums()
+        probe = self.probe(completed) if due and self.probe_set else MetricSums()
         t5 = time.perf_counter()
 
         sums = MetricSums.merged(
@@ -468,11 +474,13 @@ class GRPOTrainer:
         )
         return problems, completions
 
-    def probe(self) -> MetricSums:
+    def probe(self, after_step: int) -> MetricSums:
         """``probe_reward``: the mean reward of the current policy on the probe set.
 
         Always the same problems and the same sampling seed (from the run's seed), so two
         evaluations differ only by the policy. Each process samples a contiguous share.
+        Each problem's rewards go to ``probe.jsonl`` (``after_step``: 0 before the first
+        step), so the change from the first probe to the last can be paired per problem.
         """
         rl, acc = self.rl, self.accelerator
         share = math.ceil(len(self.probe_set) / acc.num_processes)
@@ -493,6 +501,11 @@ class GRPOTrainer:
         )
         rewards, _ = self.reward(problems, completions)
         sums.add("probe_reward", sum(rewards), len(rewards))
+        n = params.n
+        mine = [(p.id, rewards[i * n : (i + 1) * n]) for i, p in enumerate(problems)]
+        # Every process's share, in problem order (each share is contiguous).
+        every = gather_object(mine) if acc.num_processes > 1 else mine
+        self.probe_log.append({"step": after_step, "rewards": dict(every)})
         return sums
 
     def reward(
