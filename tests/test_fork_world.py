@@ -9,9 +9,9 @@ import torch
 from ictrepro.algos.token_stats import TokenStats
 from ictrepro.data.suites import (
     FORK_CONTROL_PREAMBLE,
+    FORK_DIAL,
     FORK_MARKERS,
     FORK_MAX_NEW_TOKENS,
-    FORK_DIAL,
     FORK_PREAMBLES,
     FORK_REACH,
     FORK_STEPS,

@@ -3,12 +3,19 @@ simulated designs, and the projected 80%-power difference against the paired int
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from ictrepro.evaluate.paired import paired_difference
 from ictrepro.evaluate.passk import pass_at_k
-from ictrepro.evaluate.power import components, detectable, passk_sampling_variance
+from ictrepro.evaluate.power import (
+    components,
+    detectable,
+    passk_sampling_variance,
+    variance_of_mean,
+)
 
 
 def test_sampling_variance_of_pass_at_k_by_hand_and_by_simulation():
@@ -66,6 +73,22 @@ def test_the_projected_power_matches_the_paired_interval_and_its_simulated_power
         for _ in range(300)
     )
     assert 0.7 <= resolved / 300 <= 0.9
+
+
+@pytest.mark.parametrize("S", [3, 5, 8])
+def test_at_the_runs_own_design_the_projection_has_the_paired_intervals_df(S):
+    """Not only the standard error: the degrees of freedom too, which with few seeds come
+    from the seed mean square (it carries the residual), however small the seed component."""
+    rng = np.random.default_rng(S)
+    a, b = _design(rng, S=S, K=3, J=48, seed_sd=0.04, problem_sd=0.15, res_sd=0.3)
+    zeros = [np.zeros((S, 48))] * 3
+    c = components(a, b, zeros, zeros, n=16, k=4)
+    assert c.seed > 0 and c.problem > 0  # no component clamped at 0
+    var, df = variance_of_mean(c, S=S, J=48, n=16)
+    paired = paired_difference(a, b)
+    assert math.sqrt(var) == pytest.approx(paired.se, rel=1e-9)
+    assert df == pytest.approx(paired.df, rel=1e-9)
+    assert detectable(c, S=S, J=48, n=16) == pytest.approx(paired.detectable, rel=1e-9)
 
 
 def test_more_samples_shrink_only_the_sampling_part():

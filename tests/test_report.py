@@ -576,6 +576,23 @@ def test_claims_the_positive_control_and_the_flags(tmp_path):
     assert all(c["detectable_80"] >= c["half_width"] for c in summary["claims"])
 
 
+def test_a_reversed_positive_control_is_said_to_be_reversed_not_unresolved(tmp_path):
+    """GRPO resolved below GRPO at lr/4: the instrument resolves a difference, but RL
+    harms the model, which the report must say instead of "not resolved"."""
+    correct = {}
+    for method, c in {"base": 4, "grpo": 0, "grpo-lr4": 4, "ict": 2, "random": 2}.items():
+        for model in [method] if method == "base" else [f"{method}-seed{s}" for s in (0, 1)]:
+            correct[model] = {
+                b: [c] * 7 + [(c + len(model)) % (N[b] + 1)] for b in ("tiny-gsm8k", "tiny-aime24")
+            }
+    (tmp_path / "r").mkdir()
+    report, _ = build(make_run(tmp_path / "r", correct=correct))
+    assert report.positive_control.verdict == "contradicted"
+    text = flat(report.files.markdown)
+    assert "**Positive control reversed: GRPO at the full learning rate is resolved" in text
+    assert "is not resolved, so this instrument is broken" not in text
+
+
 def test_fork_world_runs_get_the_fork_plots_and_other_runs_no_note_of_them(tmp_path, built):
     from ictrepro.train.forks import FORK_METRICS
 

@@ -128,14 +128,22 @@ def components(
 
 def variance_of_mean(c: Components, *, S: int, J: float, n: int) -> tuple[float, float]:
     """``(Var(D_hat), Satterthwaite df)`` of a design with ``S`` seeds, ``J`` problems per
-    benchmark (``c.K`` benchmarks) and ``n`` samples per problem."""
+    benchmark (``c.K`` benchmarks) and ``n`` samples per problem.
+
+    The degrees of freedom are those the paired interval (``paired.py``) will have: it
+    estimates the variance from the seed, problem and residual mean squares, whose
+    expectations at this design are projected here. The seed mean square carries the
+    residual too, so with few seeds it decides the df even when the seed component is
+    small (summing the components' own df instead would overstate the power).
+    """
     residual = c.interaction + c.sampling_at(n)
-    terms = [
-        (c.seed / S, S - 1),
-        (c.problem / (c.K * J), c.K * (J - 1)),
-        (residual / (c.K * J * S), c.K * (J - 1) * max(S - 1, 1)),
-    ]
-    var = sum(v for v, _ in terms)
+    v_seed = (c.seed + residual / (c.K * J)) / S
+    v_prob = (c.problem + residual / S) / (c.K * J)
+    v_res = residual / (c.K * J * S)
+    var = c.seed / S + c.problem / (c.K * J) + v_res  # = v_seed + v_prob - v_res
+    if S < 2:  # no seed spread to estimate: the problem term alone, as paired.py does
+        return v_prob, c.K * (J - 1)
+    terms = [(v_seed, S - 1), (v_prob, c.K * (J - 1)), (v_res, c.K * (J - 1) * (S - 1))]
     denom = sum(v**2 / df for v, df in terms if df > 0 and v > 0)
     return var, (var**2 / denom if denom > 0 else math.inf)
 

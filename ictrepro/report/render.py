@@ -559,6 +559,17 @@ def _markdown_claims(r: Report) -> list[str]:
         ]
     elif pc.verdict == "reproduced":
         out += ["Positive control: the planted difference is resolved.", ""]
+    elif pc.verdict == "contradicted":
+        # Resolved, but the wrong way: the instrument sees a difference of this size, yet
+        # more RL made the models worse, so "which rule learns better" has no meaning here.
+        out += [
+            "**Positive control reversed: GRPO at the full learning rate is resolved "
+            "*below* GRPO at a quarter of it.** The instrument resolves a planted difference "
+            "of this size, but RL at this learning rate makes the model worse in this world "
+            "(see each method against Base above), so the verdicts about which rule learns "
+            "better say nothing about learning.",
+            "",
+        ]
     else:
         out += [
             "**Positive control failed: the planted difference (GRPO against GRPO at a "
