@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from ictrepro.algos.token_stats import TokenStats
+from ictrepro.data.prompts import gold_of
+from ictrepro.data.records import Problem
 from ictrepro.data.suites import (
     FORK_CONTROL_PREAMBLE,
     FORK_DIAL,
@@ -24,6 +26,7 @@ from ictrepro.data.suites import (
 from ictrepro.models.tokenizer import train_tokenizer
 from ictrepro.stages.prepare import tokenizer_corpus
 from ictrepro.train.forks import OFFSET_BUCKETS, fork_metrics, fork_position
+from ictrepro.verify.grade import Verdict, grade
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +72,33 @@ def test_a_walk_by_hand():
     assert fork_problem_parts("The dial shows 3. Turn it to 8 in steps of 7.") == (3, 8, 7)
     with pytest.raises(ValueError, match="not a fork-world problem"):
         fork_problem_parts("Pairs: a1 b2. What is a?")
+
+
+def test_an_answer_counts_only_after_a_valid_walk_in_the_direction_it_names():
+    """The target is in the prompt, so the reward must see the walk: the hand-written
+    shortcuts RL found (a walk in the wrong direction, one that jumps) are wrong."""
+    problem = Problem("p", "The dial shows 4. Turn it to 0 in steps of 1.", "0",
+                      meta={"family": "fork-both"})  # fmt: skip
+    gold, kind = gold_of(problem)
+    assert kind == "worked" and gold == "0\nTurn up: 5,6,7,8,9,0.\nTurn down: 3,2,1,0."
+    cases = {
+        "I see. Turn up: 5,6,7,8,9,0. The answer is \\boxed{0}.": Verdict.CORRECT,
+        "So. Turn down: 3,2,1,0. The answer is \\boxed{0}.": Verdict.CORRECT,
+        "So. Turn down: 3,2,1,0. The answer is \\boxed{9}.": Verdict.WRONG,
+        "Okay. Turn down: 5,6,7,8,9,0. The answer is \\boxed{0}.": Verdict.WRONG,
+        "So. Turn up: 5,2,1,0. The answer is \\boxed{0}.": Verdict.WRONG,
+        "So. Turn up: 5,6,7,8,9,0,1. The answer is \\boxed{0}.": Verdict.WRONG,
+        "Okay. Turn up: 5,6,7,8,9,0. The": Verdict.NO_ANSWER,
+    }
+    for response, verdict in cases.items():
+        assert grade(response, gold, kind=kind) == verdict, response
+    assert grade("\\boxed{0}", "0", kind="worked") == Verdict.UNGRADABLE  # no line of work
+    # Every generated solution is correct under its own gold; other problems keep theirs.
+    for subset in FORK_SUBSETS:
+        for p in generate_suite(f"tiny-fork0-{subset}", seed=1, n_train=50, n_test=0)["train"]:
+            assert grade(p.solution, *gold_of(p)[:1], kind="worked") == Verdict.CORRECT
+    other = generate_suite("tiny-gsm8k", seed=0, n_train=0, n_test=3)["test"][0]
+    assert gold_of(other) == (other.answer, "math")
 
 
 def test_the_budget_separates_the_subsets_whatever_the_preamble(tokenizer):

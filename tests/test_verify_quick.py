@@ -222,6 +222,7 @@ def test_caches_give_identical_verdicts():
 def test_grade_explained_names_what_decided():
     cases = {
         ("\\boxed{B}", "B", "choice"): "letter",
+        ("Turn up: 2. \\boxed{2}", "2\nTurn up: 1,2.", "worked"): "work missing",
         ("\\boxed{5}", "???", "math"): "ungradable gold",
         ("no answer here", "5", "math"): "no answer",
         ("\\boxed{x^2}", "x^2", "math"): "same text",

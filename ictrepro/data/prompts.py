@@ -18,6 +18,7 @@ from typing import Literal
 from transformers import PreTrainedTokenizerBase
 
 from ictrepro.data.records import Problem
+from ictrepro.data.suites import fork_gold
 from ictrepro.errors import ConfigError, DataError
 
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -30,8 +31,20 @@ PromptStyle = Literal["auto", "chat", "base"]
 
 
 def answer_kind(problem: Problem) -> str:
-    """``"choice"`` for multiple choice (graded by letter), else ``"math"`` (math-verify)."""
-    return "choice" if problem.choices is not None else "math"
+    """``"choice"`` for multiple choice (graded by letter), ``"worked"`` for a problem whose
+    answer counts only with its work (the fork world's), else ``"math"`` (math-verify)."""
+    if problem.choices is not None:
+        return "choice"
+    return "worked" if fork_gold(problem) is not None else "math"
+
+
+def gold_of(problem: Problem) -> tuple[str, str]:
+    """``(gold, kind)``: what :func:`ictrepro.verify.grade.grade` grades a response to
+    ``problem`` against (the answer, or for ``worked`` the answer and its lines of work)."""
+    worked = fork_gold(problem) if problem.choices is None else None
+    if worked is not None:
+        return worked, "worked"
+    return problem.answer, answer_kind(problem)
 
 
 def user_message(problem: Problem) -> str:

@@ -321,6 +321,20 @@ def _fork_generator(subset: str, preamble: bool) -> Callable[[random.Random], Ge
     return gen
 
 
+def fork_gold(problem: Problem) -> str | None:
+    """The ``worked`` gold of a fork-world problem (None for any other problem): the answer,
+    then the line each direction's walk writes. The answer is the target the prompt states,
+    so only the token budget would otherwise make the walk necessary, and RL learns to reach
+    it by a shortcut (``Turn up: 5,2,1,0.``; bench/fork_walks.py counts them); with this gold
+    an answer counts only after a valid walk in the direction it names."""
+    if not problem.meta.get("family", "").startswith("fork"):
+        return None
+    start, target, step = fork_problem_parts(problem.problem)
+    walks = (fork_walk(start, target, step, s) for s in range(len(FORK_MARKERS)))
+    lines = [f"{m} {','.join(map(str, w))}." for m, w in zip(FORK_MARKERS, walks, strict=True)]
+    return "\n".join([problem.answer, *lines])
+
+
 def fork_strategy(response: str) -> int | None:
     """Which strategy ``response`` chose: 0 (majority, forward), 1 (minority, backward) or
     None (neither marker)."""

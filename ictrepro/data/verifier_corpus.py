@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ictrepro.data.benchmarks import BENCHMARKS, load_benchmark, local_paths
-from ictrepro.data.prompts import answer_kind
+from ictrepro.data.prompts import gold_of
 from ictrepro.data.suites import SUITES, generate_suite
 from ictrepro.verify.corpus import Source
 
@@ -28,7 +28,7 @@ def benchmark_sources(data_dir: Path) -> list[Source]:
         sources.append(
             Source(
                 name,
-                [(p.answer, answer_kind(p)) for p in problems],
+                [gold_of(p) for p in problems],
                 [(text, i) for text, i in worked if isinstance(text, str) and text],
             )
         )
@@ -40,7 +40,7 @@ def tiny_suite_sources(n_test: int = 64, seed: int = 0) -> list[Source]:
     sources = []
     for name in SUITES:
         problems = generate_suite(name, seed=seed, n_train=0, n_test=n_test)["test"]
-        golds = [(p.answer, answer_kind(p)) for p in problems]
+        golds = [gold_of(p) for p in problems]
         worked = [(p.solution, i) for i, p in enumerate(problems) if p.solution]
         sources.append(Source(name, golds, worked))
     return sources

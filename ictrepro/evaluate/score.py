@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ictrepro.data.prompts import answer_kind
+from ictrepro.data.prompts import gold_of
 from ictrepro.data.records import Problem
 from ictrepro.errors import DataError
 from ictrepro.evaluate.passk import pass_at_k
@@ -22,7 +22,7 @@ def grade_responses(
     if len(problems) != len(responses):
         raise ValueError(f"{len(problems)} problems but {len(responses)} groups of responses")
     requests = [
-        GradeRequest(response=r, gold=p.answer, kind=answer_kind(p))
+        GradeRequest(r, *gold_of(p))
         for p, group in zip(problems, responses, strict=True)
         for r in group
     ]

@@ -31,7 +31,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ictrepro.data.prompts import answer_kind
+from ictrepro.data.prompts import gold_of
 from ictrepro.data.records import Problem
 from ictrepro.determinism import DECISIVE, differences, numerics_provenance
 from ictrepro.io import atomic_write_json, sha256_json
@@ -116,8 +116,11 @@ def _gradable_ids(problems: list[Problem]) -> list[str]:
     """Ids of the problems whose gold answer the verifier can parse, in order: the problems
     a pinned ``n_correct`` list counts (ungradable ones are left out of it). The verdict
     on an empty response is ``UNGRADABLE`` exactly when the gold is unparsable."""
+    golds = [gold_of(p) for p in problems]
     return [
-        p.id for p in problems if grade("", p.answer, kind=answer_kind(p)) != Verdict.UNGRADABLE
+        p.id
+        for p, (gold, kind) in zip(problems, golds, strict=True)
+        if grade("", gold, kind=kind) != Verdict.UNGRADABLE
     ]
 
 

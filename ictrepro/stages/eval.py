@@ -31,7 +31,7 @@ from transformers.utils import logging as hf_logging
 
 from ictrepro.config import EvalSpec, VLLMSpec
 from ictrepro.data.benchmarks import BENCHMARKS, load_benchmark
-from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
+from ictrepro.data.prompts import gold_of, render_prompt, stop_strings
 from ictrepro.data.records import Problem
 from ictrepro.data.suites import ALL_EVAL_SUITES, EVAL_SUITES, is_tiny_suite, load_test_split
 from ictrepro.errors import ConfigError, DataError, RunDirError
@@ -487,12 +487,7 @@ def score_responses_file(
                 f"{where}: id {row['id']!r} is not a problem of {task.name} "
                 f"(ids look like {task.problems[0].id!r})"
             )
-    requests = [
-        GradeRequest(
-            row["response"], by_id[str(row["id"])].answer, answer_kind(by_id[str(row["id"])])
-        )
-        for row in rows
-    ]
+    requests = [GradeRequest(row["response"], *gold_of(by_id[str(row["id"])])) for row in rows]
     verdicts = verifier.grade_many(requests)
     grouped: dict[str, list[Verdict]] = defaultdict(list)
     for row, v in zip(rows, verdicts, strict=True):

@@ -55,7 +55,7 @@ from ictrepro.algos.token_stats import (
     token_stats_from_hidden,
 )
 from ictrepro.config import TrainConfig
-from ictrepro.data.prompts import answer_kind, render_prompt, stop_strings
+from ictrepro.data.prompts import gold_of, render_prompt, stop_strings
 from ictrepro.data.records import Problem
 from ictrepro.errors import ConfigError, SamplerWeightsError, TrainingDiverged, UserModuleError
 from ictrepro.progress import progress_bar
@@ -514,7 +514,7 @@ class GRPOTrainer:
         """1.0 for each correct response, else 0.0 (flattened, groups in order), and the
         reward metrics: mean reward, finished responses, grading timeouts and ungradables."""
         requests = [
-            GradeRequest(c.text, p.answer, answer_kind(p))
+            GradeRequest(c.text, *gold_of(p))
             for p, group in zip(problems, completions, strict=True)
             for c in group
         ]

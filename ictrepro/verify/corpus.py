@@ -143,7 +143,9 @@ def responses_for(source: Source, seed: int = 0) -> list[GradeRequest]:
         if kind == "choice":
             requests += [GradeRequest(r, gold, kind) for r in _choice_responses(gold, other)]
             continue
-        answers = [gold, other, *answer_variants(gold)]
+        # A worked gold's first line is its answer (the responses below write no work).
+        answer, other = gold.split("\n", 1)[0], other.split("\n", 1)[0]
+        answers = [answer, other, *answer_variants(answer)]
         requests += [GradeRequest(_math_response(a, rng), gold, kind) for a in answers]
         requests.append(GradeRequest(f"{REASONING}I could not finish.", gold, kind))
     requests += [GradeRequest(response, *golds[i]) for response, i in source.recorded]

@@ -11,6 +11,9 @@ Order of precedence (the first source that yields a usable candidate wins):
        of a trailing period, ``$`` and white space;
     3. the text after the last GSM8K-style ``#### `` marker, to the end of its line.
 
+``kind="worked"``
+    as ``math`` (the work the gold requires is checked by ``grade.grade``).
+
 ``kind="choice"``
     1. a letter A-D read from the last well-formed box, written ``B``, ``(B)``, ``B.``,
        ``\\text{B}`` or ``B) 42`` (a letter followed by text after a space);
@@ -25,8 +28,9 @@ from __future__ import annotations
 
 import re
 
-KINDS = ("math", "choice")
-"""Answer kinds the verifier understands."""
+KINDS = ("math", "choice", "worked")
+"""Answer kinds the verifier understands. ``worked`` is a math answer that counts only with
+one of the gold's accepted lines of work written in the response (``grade.grade``)."""
 
 CHOICE_LETTERS = "ABCD"
 
@@ -150,6 +154,6 @@ def extract_answer(response: str, *, kind: str) -> str | None:
     check_kind(kind)
     if not isinstance(response, str):
         raise TypeError(f"response must be a str, got {type(response).__name__}")
-    if kind == "math":
-        return _extract_math(response)
-    return _extract_choice(response)
+    if kind == "choice":
+        return _extract_choice(response)
+    return _extract_math(response)

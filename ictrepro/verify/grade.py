@@ -189,6 +189,7 @@ def examined_text(response: str) -> str:
 
 DECIDED_BY = (
     "letter",
+    "work missing",
     "ungradable gold",
     "no answer",
     "same text",
@@ -196,7 +197,8 @@ DECIDED_BY = (
     "math-verify",
     "time limit",
 )
-"""What settled a verdict (:func:`grade_explained`): a choice letter compared; for math, an
+"""What settled a verdict (:func:`grade_explained`): a choice letter compared; a worked
+answer right but without any of its lines of work; for math, an
 unparsable gold or a missing answer (before any comparison), one of the two rules of
 :mod:`~ictrepro.verify.quick`, math-verify's parse and comparison, or the time limit."""
 
@@ -267,8 +269,10 @@ def grade(response: str, gold: str, *, kind: str, timeout_s: float = 5.0) -> Ver
 
     Args:
         response: the model's full response.
-        gold: the gold answer: a number or LaTeX for ``math``, one letter A-D for ``choice``.
-        kind: ``"math"`` or ``"choice"``.
+        gold: the gold answer: a number or LaTeX for ``math``, one letter A-D for ``choice``;
+            for ``worked``, the math answer and then, one per line, the lines of work of
+            which the response must contain one verbatim to be correct.
+        kind: ``"math"``, ``"choice"`` or ``"worked"``.
         timeout_s: time limit of one math grading, in seconds (fractions allowed).
 
     Returns ``UNGRADABLE`` when the gold cannot be parsed (checked first, whatever the
@@ -303,6 +307,19 @@ def grade_explained(
     if kind == "choice":
         # Regular expressions on bounded text: no timer.
         return _grade_choice(text, gold), "letter"
+    if kind == "worked":
+        answer, *work = gold.split("\n")
+        if not work:
+            logger.debug("worked gold %r is ungradable: it names no line of work", gold)
+            return Verdict.UNGRADABLE, "ungradable gold"
+        verdict, decided_by = grade_explained(
+            response, answer, kind="math", timeout_s=timeout_s, quick=quick
+        )
+        # The answer alone is not enough where it can be reached without the work (the
+        # fork world states its answer in the prompt; only a valid walk counts).
+        if verdict == Verdict.CORRECT and not any(line in text for line in work):
+            return Verdict.WRONG, "work missing"
+        return verdict, decided_by
     try:
         with _time_limit(timeout_s):
             return _grade_math(text, gold, quick)
