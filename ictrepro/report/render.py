@@ -560,14 +560,14 @@ def _markdown_claims(r: Report) -> list[str]:
     elif pc.verdict == "reproduced":
         out += ["Positive control: the planted difference is resolved.", ""]
     elif pc.verdict == "contradicted":
-        # Resolved, but the wrong way: the instrument sees a difference of this size, yet
-        # more RL made the models worse, so "which rule learns better" has no meaning here.
+        # Resolved, but the wrong way: the instrument is not blind to a difference of this
+        # size, but more RL lowered the average, so "learns more" is not "scores higher".
         out += [
             "**Positive control reversed: GRPO at the full learning rate is resolved "
             "*below* GRPO at a quarter of it.** The instrument resolves a planted difference "
-            "of this size, but RL at this learning rate makes the model worse in this world "
-            "(see each method against Base above), so the verdicts about which rule learns "
-            "better say nothing about learning.",
+            "of this size, but more RL lowers this run's average P@1 (each method against "
+            "Base above, and the subsets where it falls), so on these benchmarks a rule "
+            "that learns more does not score higher.",
             "",
         ]
     else:
