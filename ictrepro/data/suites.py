@@ -243,11 +243,11 @@ def gen_aime25(rng: random.Random) -> Generated:
 # reaches d = 7-9. The RL prompts hold mostly up-only problems, so collapsing onto turning
 # up maximises mean reward and loses the down-only problems: pass@k rewards keeping both.
 #
-# Each step of a walk depends on the last digit and k only (a successor table), and the
-# walk stops at a digit the prompt states; which way is shorter, though, depends on all
-# three numbers of the prompt at once, which the fork must decide before the walk starts. An earlier version of this world
-# (a key-value lookup scanned from either end) needed an induction head to copy the list,
-# and the warm start had not learnt it after 2,000 steps (docs/tiny-world.md).
+# Each step of a walk depends on the last digit and k only (a successor table, which a
+# small model learns), and the walk stops at a digit the prompt states; which way is
+# shorter, though, depends on all three numbers of the prompt at once, and the fork must
+# decide it before the walk starts. The target is in the prompt, so an answer counts only
+# after a valid walk (``fork_gold``).
 #
 # The strategy is chosen at one token ("up" or "down" of the marker). In the ``tiny-fork``
 # suites a preamble of 2 or 3 tokens comes first, so the responses of one group reach the
