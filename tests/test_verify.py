@@ -16,6 +16,9 @@ FILLER = "Let me think about this step by step. " * 800  # > MAX_EXAMINED_CHARS
 
 # (response, gold, kind, expected verdict)
 CASES = [
+    # --- worked: the answer counts only with one of the gold's lines of work
+    ("Turn up: 1,2. \\boxed{2}", "2\nTurn up: 1,2.\nTurn down: 9,8,7,6,5,4,3,2.", "worked", C),
+    ("Turn up: 2. \\boxed{2}", "2\nTurn up: 1,2.\nTurn down: 9,8,7,6,5,4,3,2.", "worked", W),
     # --- math: boxes
     ("So \\boxed{42}.", "42", "math", C),
     ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}", "math", C),
