@@ -33,18 +33,16 @@ PromptStyle = Literal["auto", "chat", "base"]
 def answer_kind(problem: Problem) -> str:
     """``"choice"`` for multiple choice (graded by letter), ``"worked"`` for a problem whose
     answer counts only with its work (the fork world's), else ``"math"`` (math-verify)."""
-    if problem.choices is not None:
-        return "choice"
-    return "worked" if fork_gold(problem) is not None else "math"
+    return gold_of(problem)[1]
 
 
 def gold_of(problem: Problem) -> tuple[str, str]:
     """``(gold, kind)``: what :func:`ictrepro.verify.grade.grade` grades a response to
     ``problem`` against (the answer, or for ``worked`` the answer and its lines of work)."""
-    worked = fork_gold(problem) if problem.choices is None else None
-    if worked is not None:
-        return worked, "worked"
-    return problem.answer, answer_kind(problem)
+    if problem.choices is not None:
+        return problem.answer, "choice"
+    worked = fork_gold(problem)
+    return (problem.answer, "math") if worked is None else (worked, "worked")
 
 
 def user_message(problem: Problem) -> str:
