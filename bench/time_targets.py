@@ -1,12 +1,15 @@
 """The two time targets of the tiny world, measured side by side in one run.
 
-    python bench/time_targets.py WORK_DIR [--preset tiny-fork] [--jobs 2]
+    python bench/time_targets.py WORK_DIR [--preset tiny-fork] [--jobs 2] [--world RUN]
 
 1. ``ictrepro reproduce --preset P --out WORK_DIR/repro`` from an empty directory
    (target: 600 s on 2 cores);
 2. ``ictrepro compare`` of a new rule (the 10% least probable tokens of each response,
    written to WORK_DIR/lowprob.py) against the stored baselines, on the world step 1
    prepared (``--world WORK_DIR/repro``; target: 180 s).
+
+``--world RUN``: skip step 1 and time ``compare`` on the world a previous reproduction
+prepared in RUN (its ``reproduce.json`` stage times are printed beside it).
 
 Each runs as a fresh process; their wall times and the stage times recorded in
 ``reproduce.json`` are printed beside the targets. ``compare`` needs pinned results of the
@@ -48,18 +51,21 @@ def main() -> None:
     parser.add_argument("--preset", default="tiny-fork")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument("--world", type=Path, help="A reproduction's RUN: time compare only.")
     args = parser.parse_args()
-    repro = args.work / "repro"
-    if repro.exists():
-        sys.exit(f"{repro} exists; give an empty WORK_DIR")
     cli = [sys.executable, "-m", "ictrepro.cli"]
     seconds = {}
-    seconds["reproduce"] = timed(
-        [*cli, "reproduce", "--preset", args.preset, "--out", str(repro), "--jobs",
-         str(args.jobs), "--quiet"]
-    )  # fmt: skip
+    repro = args.world or args.work / "repro"
+    if args.world is None:
+        if repro.exists():
+            sys.exit(f"{repro} exists; give an empty WORK_DIR")
+        seconds["reproduce"] = timed(
+            [*cli, "reproduce", "--preset", args.preset, "--out", str(repro), "--jobs",
+             str(args.jobs), "--quiet"]
+        )  # fmt: skip
     stages = json.loads((repro / "reproduce.json").read_text()).get("times_s", {})
     if (args.results / args.preset / "scores.jsonl").is_file():
+        args.work.mkdir(parents=True, exist_ok=True)
         rule = args.work / "lowprob.py"
         rule.write_text(RULE)
         seconds["compare"] = timed(

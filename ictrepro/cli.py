@@ -252,7 +252,9 @@ def compare(
         None, "--method-module", help="Python file that registers the rule."
     ),
     preset: str = typer.Option("tiny", help="Preset whose pinned baselines to compare against."),
-    seeds: str = typer.Option("0,1,2", help="Comma-separated training seeds."),
+    seeds: str = typer.Option(
+        None, help="Comma-separated training seeds (default: those of the pinned baselines)."
+    ),
     out: Path = typer.Option(None, "--out", help="Run directory (default: runs/compare-<method>)."),
     jobs: int = typer.Option(
         None,
@@ -287,7 +289,7 @@ def compare(
         method,
         preset,
         out or Path("runs") / f"compare-{method}",
-        seeds=tuple(_int_list(seeds, "--seeds", "0,1,2")),
+        seeds=tuple(_int_list(seeds, "--seeds", "0,1,2")) if seeds is not None else None,
         method_module=method_module,
         jobs=jobs,
         rerun_baselines=rerun_baselines,

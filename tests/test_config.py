@@ -52,12 +52,15 @@ def test_every_preset_holds_each_stages_config(name):
         assert preset.eval == TINY_EVAL
 
 
-def test_tiny_prepare_config_is_the_pinned_one():
-    """Moving the presets must not change what `prepare` builds: the pinned tiny results
-    record the hash of the prepare config they were made with."""
-    provenance = json.loads((ROOT / "results" / "tiny" / "provenance.json").read_text())
-    assert prepare_preset("tiny").sha256() == provenance["prepare_config_sha256"]
-    # The base model's calibration samples as the tiny suites are evaluated.
+@pytest.mark.parametrize("name", ["tiny", "tiny-fork"])
+def test_pinned_prepare_configs_are_the_presets(name):
+    """Moving the presets must not change what `prepare` builds: the pinned results record
+    the hash of the prepare config they were made with (`compare` refuses another)."""
+    provenance = json.loads((ROOT / "results" / name / "provenance.json").read_text())
+    assert prepare_preset(name).sha256() == provenance["prepare_config_sha256"]
+
+
+def test_tiny_calibration_samples_as_its_suites_are_evaluated():
     assert prepare_preset("tiny").calibration.sampling == TINY_EVAL.sampling
 
 

@@ -54,9 +54,16 @@ def test_check_reads_results_of_the_current_directory(results, monkeypatch):
     assert result.exit_code == 1 and "results: no such folder" in flat(result.output)
 
 
-def test_pinned_tiny_scores_agree_with_their_counts():
-    rows = read_pinned_scores("tiny", RESULTS_DIR)
-    assert len(rows) == 16 * 7  # base + 5 methods x 3 seeds, seven suites
+@pytest.mark.parametrize(
+    ("preset", "records"),
+    [
+        ("tiny", 16 * 7),  # base + 5 methods x 3 seeds, seven suites
+        ("tiny-fork", 31 * 3),  # base + 6 methods (the positive control too) x 5 seeds, 3 subsets
+    ],
+)
+def test_pinned_scores_agree_with_their_counts(preset, records):
+    rows = read_pinned_scores(preset, RESULTS_DIR)
+    assert len(rows) == records
     for row in rows:
         n = row["n_samples"]
         for k, value in row["pass_at"].items():

@@ -576,6 +576,20 @@ def test_claims_the_positive_control_and_the_flags(tmp_path):
     assert all(c["detectable_80"] >= c["half_width"] for c in summary["claims"])
 
 
+def test_the_sparsity_control_is_compared_once_when_also_named_a_baseline(tmp_path):
+    """``compare`` of a new rule against pinned baselines that include the random control:
+    one comparison per pair, not the control twice."""
+    correct = {}
+    for method in ("base", "grpo", "random", "ict"):
+        for model in [method] if method == "base" else [f"{method}-seed{s}" for s in (0, 1)]:
+            correct[model] = {b: [2] * 7 + [len(model) % 3] for b in ("tiny-gsm8k", "tiny-aime24")}
+    (tmp_path / "r").mkdir()
+    report = score_run(make_run(tmp_path / "r", correct=correct), baselines=("grpo", "random"))
+    pairs = [(c.a, c.b) for c in report.comparisons]
+    assert len(pairs) == len(set(pairs))
+    assert [p for p in pairs if p[0] == "ict"] == [("ict", "grpo"), ("ict", "random"), ("ict", "base")]
+
+
 def test_a_reversed_positive_control_is_said_to_be_reversed_not_unresolved(tmp_path):
     """GRPO resolved below GRPO at lr/4: the instrument resolves a difference, but RL
     harms the model, which the report must say instead of "not resolved"."""

@@ -39,6 +39,8 @@ from ictrepro.report.load import BASE, Seed
 SPARSITY_CONTROL = "random"
 #: The planted difference: (the stronger, the weaker) method; the instrument must resolve it.
 POSITIVE_CONTROL = ("grpo", "grpo-lr4")
+#: The instrument's controls: compared with, never baselines of the paper's claim.
+CONTROLS = frozenset({SPARSITY_CONTROL, POSITIVE_CONTROL[1]})
 #: Rules whose mask is dense by design (no flag when they select every token).
 DENSE_RULES = frozenset({"grpo", "grpo-lr4"})
 
@@ -129,7 +131,8 @@ def all_comparisons(
 ) -> list[Comparison]:
     """The focus method against each baseline and the sparsity control, the positive
     control, then every trained method against base."""
-    pairs = [(focus, b) for b in (*baselines, SPARSITY_CONTROL) if focus in cells and b in cells]
+    others = dict.fromkeys((*baselines, SPARSITY_CONTROL))  # the control once, if a baseline too
+    pairs = [(focus, b) for b in others if focus in cells and b in cells and b != focus]
     if all(m in cells for m in POSITIVE_CONTROL):
         pairs.append(POSITIVE_CONTROL)
     if BASE in cells:

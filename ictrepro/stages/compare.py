@@ -37,6 +37,7 @@ from ictrepro.determinism import DECISIVE, differences, numerics_provenance
 from ictrepro.io import atomic_write_json, sha256_json
 from ictrepro.presets import prepare_preset
 from ictrepro.report import build_report
+from ictrepro.report.comparisons import CONTROLS
 from ictrepro.results.pinned import (
     RESULTS_DIR,
     ResultsError,
@@ -191,7 +192,7 @@ def compare(
     preset: str,
     run_dir: Path,
     *,
-    seeds: tuple[int, ...] = (0, 1, 2),
+    seeds: tuple[int, ...] | None = None,
     method_module: Path | None = None,
     jobs: int | None = None,
     results_dir: Path = RESULTS_DIR,
@@ -204,12 +205,15 @@ def compare(
     pinned ones when this run's world is theirs, else re-run here (``rerun_baselines``)
     or refused (module docstring). ``world``: a run directory whose prepared world is
     copied into an empty ``run_dir`` when it is the pinned one (default: ``runs/<preset>``,
-    where ``ictrepro reproduce`` writes), so the world is not prepared twice."""
+    where ``ictrepro reproduce`` writes), so the world is not prepared twice. ``seeds``:
+    default those of the pinned baselines, so every comparison is paired over all of them."""
     console = console or Console(quiet=not show_progress)
     results_dir = Path(results_dir)
     provenance = load_provenance(preset, results_dir)
     if jobs is None:  # the baselines' worker count, so the new rule runs as they did
         jobs = provenance["training_jobs"]
+    if seeds is None:
+        seeds = tuple(provenance["seeds"])
     # The world first: a rule trained on another base model than the baselines' is wasted.
     source = Path(world) if world is not None else Path("runs") / preset
     if source.resolve() != Path(run_dir).resolve() and reuse_world(
@@ -223,6 +227,9 @@ def compare(
     if mismatch and not rerun_baselines:
         raise ResultsError(_other_world_message(preset, run_dir, mismatch, provenance))
     pinned_methods = [m for m in provenance.get("methods", []) if m not in ("base", method)]
+    # The controls are trained (re-run worlds) and compared with, but are not baselines:
+    # the best baseline is never the positive control.
+    baselines = tuple(m for m in pinned_methods if m not in CONTROLS)
     methods = (method, *pinned_methods) if mismatch else (method,)
     plan = make_plan(preset, run_dir, methods=methods, seeds=seeds)
     start = time.perf_counter()
@@ -236,17 +243,16 @@ def compare(
     )
     here = world_identity(run_dir)["base_model_sha256"]
     if mismatch:
-        baselines = tuple(pinned_methods)
         origin = {m: f"this run's world (base model {str(here)[:12]})" for m in methods}
         console.print(
-            f"compare: baselines {', '.join(baselines)} re-run on this world in "
+            f"compare: {', '.join(pinned_methods)} re-run on this world in "
             f"{time.perf_counter() - start:.0f} s (with {method})"
         )
     else:
         pinned = materialise_pinned(run_dir, preset, results_dir=results_dir, skip_methods={method})
-        baselines = tuple(dict.fromkeys(m.method for m in pinned))
         origin = {
-            m: f"{results_dir / preset} (pinned; base model {str(here)[:12]})" for m in baselines
+            m.method: f"{results_dir / preset} (pinned; base model {str(here)[:12]})"
+            for m in pinned
         }
         origin[method] = f"this run (base model {str(here)[:12]}, the pinned world)"
     origin["base"] = f"this run (base model {str(here)[:12]})"

@@ -1,12 +1,11 @@
 """Where a response of the fork world chooses its strategy, and what each rule does there.
 
 The fork world (``ictrepro/data/suites.py``, docs/tiny-world.md) has one decisive token per
-response: the word after "From the" ("first": the majority, forward scan; "last": the
-minority, backward scan). :func:`fork_positions` finds it in each sampled response and
-:func:`fork_metrics` logs, per training step, the ``fork_*`` keys of ``metrics.jsonl``:
+response: the word after "Turn" ("up": the majority strategy; "down": the minority one).
+:func:`fork_positions` finds it in each sampled response and :func:`fork_metrics` logs, per training step, the ``fork_*`` keys of ``metrics.jsonl``:
 
-- ``fork_found_fraction``: responses that reach a fork (chose either scan);
-- ``fork_minority_fraction``: of those, the share that chose the minority scan (the
+- ``fork_found_fraction``: responses that reach a fork (chose either direction);
+- ``fork_minority_fraction``: of those, the share that turned down (the
   policy's probability of the minority strategy at the fork, as sampled);
 - ``fork_selected_fraction``: the share of fork tokens the rule's mask selected;
 - ``fork_selected_{before,at,near,later}``: where the selected tokens of forked responses
@@ -47,7 +46,7 @@ FORK_METRICS = (
     "fork_js_mean",
     "nonfork_js_mean",
 )
-#: Characters the two markers share ("From the "): the fork is the token after them.
+#: Characters the two markers share ("Turn "): the fork is the token after them.
 _COMMON = next(i for i, (a, b) in enumerate(zip(*FORK_MARKERS, strict=False)) if a != b)
 
 
