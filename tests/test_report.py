@@ -587,7 +587,11 @@ def test_the_sparsity_control_is_compared_once_when_also_named_a_baseline(tmp_pa
     report = score_run(make_run(tmp_path / "r", correct=correct), baselines=("grpo", "random"))
     pairs = [(c.a, c.b) for c in report.comparisons]
     assert len(pairs) == len(set(pairs))
-    assert [p for p in pairs if p[0] == "ict"] == [("ict", "grpo"), ("ict", "random"), ("ict", "base")]
+    assert [p for p in pairs if p[0] == "ict"] == [
+        ("ict", "grpo"),
+        ("ict", "random"),
+        ("ict", "base"),
+    ]
 
 
 def test_a_reversed_positive_control_is_said_to_be_reversed_not_unresolved(tmp_path):
