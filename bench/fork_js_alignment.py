@@ -89,7 +89,7 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     problems = generate_suite("tiny-fork-mix", seed=7, n_train=args.problems, n_test=0)["train"]
     rows = collections.defaultdict(
-        lambda: {"n": 0, "fork": 0.0, "other": 0.0, "threshold": 0.0, "selected": 0}
+        lambda: {"n": 0, "fork": 0.0, "other": 0.0, "threshold": 0.0, "gap": 0.0, "selected": 0}
     )
     positions = collections.Counter()
     for problem in problems:
@@ -113,19 +113,22 @@ def main() -> None:
                 row["n"] += 1
                 row["fork"] += float(u[where])
                 row["other"] += float((u.sum() - u[where]) / max(1, len(u) - 1))
-                row["threshold"] += float(u[selected[: len(u)]].min())
+                lowest = float(u[selected[: len(u)]].min())
+                row["threshold"] += lowest
+                row["gap"] += lowest - float(u[where])
                 row["selected"] += bool(selected[where])
     print(f"fork positions (response token index): {dict(sorted(positions.items()))}")
     print(
         "| others at the fork's position (of 7) | groups | JS at the fork (nats) "
-        "| JS at other tokens (nats) | lowest JS ICT selects (nats) | forks ICT selects |"
+        "| JS at other tokens (nats) | lowest JS ICT selects (nats) | that minus the fork's "
+        "| forks ICT selects |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for k in sorted(rows):
         r = rows[k]
         n = r["n"]
-        print(f"| {k} | {n} | {r['fork'] / n:.3f} | {r['other'] / n:.3f} "
-              f"| {r['threshold'] / n:.3f} | {100 * r['selected'] / n:.1f}% |")  # fmt: skip
+        print(f"| {k} | {n} | {r['fork'] / n:.4f} | {r['other'] / n:.4f} "
+              f"| {r['threshold'] / n:.4f} | {r['gap'] / n:.1e} | {100 * r['selected'] / n:.1f}% |")  # fmt: skip
 
 
 if __name__ == "__main__":
