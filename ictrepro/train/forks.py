@@ -2,7 +2,8 @@
 
 The fork world (``ictrepro/data/suites.py``, docs/tiny-world.md) has one decisive token per
 response: the word after "Turn" ("up": the majority strategy; "down": the minority one).
-:func:`fork_positions` finds it in each sampled response and :func:`fork_metrics` logs, per training step, the ``fork_*`` keys of ``metrics.jsonl``:
+:func:`fork_positions` finds it in each sampled response and :func:`fork_metrics` logs,
+per training step, the ``fork_*`` keys of ``metrics.jsonl``:
 
 - ``fork_found_fraction``: responses that reach a fork (chose either direction);
 - ``fork_minority_fraction``: of those, the share that turned down (the
