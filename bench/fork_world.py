@@ -6,8 +6,9 @@
 Builds the preset's data and tokenizer (seed 0), runs its warm start for ``--steps`` steps,
 saves the model to OUT_DIR, and at each checkpoint step prints, for each evaluation suite
 (subset) and for 128 RL prompts, with 4 samples at temperature 1 within the preset's token
-budget: the share answered correctly, the share that chose the backward (minority) scan,
-and the accuracy of each scan. Not a test: it only prints. docs/tiny-world.md ("The fork
+budget: the share answered correctly (the world's worked gold: a valid walk and the
+answer), the share that turned down (the minority direction), and the accuracy of each
+direction. Not a test: it only prints. docs/tiny-world.md ("The fork
 world") quotes it.
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ictrepro.data.prompts import answer_kind, render_prompt
+from ictrepro.data.prompts import gold_of, render_prompt
 from ictrepro.data.suites import fork_strategy
 from ictrepro.models.build import build_model
 from ictrepro.models.tokenizer import train_tokenizer
@@ -32,12 +33,13 @@ from ictrepro.verify.grade import Verdict, grade
 
 
 def strategies(model, tokenizer, problems, sampling) -> str:
-    """A table row: correct, backward share, forward correct, backward correct, no marker."""
+    """A table row: correct, down share, up correct, down correct, no marker."""
     prompts = [render_prompt(p, tokenizer) for p in problems]
     groups = hf_generate(model, tokenizer, prompts, sampling, seed=0, batch_size=256)
+    golds = [gold_of(p) for p in problems]
     rows = [
-        (fork_strategy(c.text), grade(c.text, p.answer, kind=answer_kind(p)) == Verdict.CORRECT)
-        for p, group in zip(problems, groups, strict=True)
+        (fork_strategy(c.text), grade(c.text, gold, kind=kind) == Verdict.CORRECT)
+        for (gold, kind), group in zip(golds, groups, strict=True)
         for c in group
     ]
 
@@ -90,9 +92,7 @@ def main() -> None:
     )
     marks = sorted({int(s) for s in args.checkpoints.split(",") if s} | {sft.steps})
     done, start = 0, time.perf_counter()
-    print(
-        "| SFT steps | set | correct | backward share | forward correct | backward correct | no marker |"
-    )
+    print("| SFT steps | set | correct | turned down | up correct | down correct | no marker |")
     print("|---|---|---|---|---|---|---|")
     for mark in marks:
         # Continued in segments: the schedule restarts per segment, so only the last
