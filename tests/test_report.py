@@ -594,6 +594,21 @@ def test_the_sparsity_control_is_compared_once_when_also_named_a_baseline(tmp_pa
     ]
 
 
+def test_a_method_that_does_not_differ_from_the_base_model_is_flagged(tmp_path):
+    """GRPO answers as the base model does (P@4 'wins' over a method that lost ground are
+    then not its own); ICT gained on every problem and is not flagged."""
+    correct = {}
+    for method, c in {"base": 2, "grpo": 2, "stapo": 2, "ict": 4}.items():
+        for model in [method] if method == "base" else [f"{method}-seed{s}" for s in (0, 1)]:
+            correct[model] = {b: [c] * 7 + [len(model) % 3] for b in ("tiny-gsm8k", "tiny-aime24")}
+    (tmp_path / "r").mkdir()
+    report, _ = build(make_run(tmp_path / "r", correct=correct))
+    assert report.unchanged == ("grpo", "stapo")
+    text = flat(report.files.markdown)
+    assert "**No resolved change from the base model:** GRPO (`grpo`), STAPO (`stapo`)" in text
+    assert report.files.summary["flags"]["unchanged_from_base"] == ["grpo", "stapo"]
+
+
 def test_a_reversed_positive_control_is_said_to_be_reversed_not_unresolved(tmp_path):
     """GRPO resolved below GRPO at lr/4: the instrument resolves a difference, but RL
     harms the model, which the report must say instead of "not resolved"."""

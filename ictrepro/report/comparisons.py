@@ -18,8 +18,9 @@
   (mean over seeds), and its P@4 - P@1 (the room sampling gives). Whether the focus method
   ends with more entropy than GRPO and than the random control is a paired interval over
   seeds of the final entropies; P@4 from the paired comparison.
-- Flags: a sparsifying rule whose mask never left a token out (it trained as GRPO), and a
-  multiple-choice benchmark on which a model does not beat guessing.
+- Flags: a sparsifying rule whose mask never left a token out (it trained as GRPO), a
+  trained method that does not differ from the base model (its wins are the others'
+  losses), and a multiple-choice benchmark on which a model does not beat guessing.
 """
 
 from __future__ import annotations
@@ -216,6 +217,17 @@ def inactive_masks(trained: Mapping[str, Mapping[int, list[dict[str, Any]]]]) ->
         if shares and min(shares) >= 1.0:
             out.append(method)
     return out
+
+
+def unchanged_from_base(comparisons: Sequence[Comparison]) -> list[str]:
+    """The trained methods whose average P@1, P@4 and Total each differ from the base
+    model's by no resolved amount: what they win or lose against other methods is those
+    methods' change from the base model, not a change of their own."""
+    return [
+        c.a
+        for c in comparisons
+        if c.b == BASE and c.diffs and not any(d.resolved for d in c.diffs.values())
+    ]
 
 
 def chance_flags(

@@ -606,6 +606,15 @@ def _markdown_claims(r: Report) -> list[str]:
             "about its rule.",
             "",
         ]
+    if r.unchanged:
+        names = ", ".join(f"{label(m)} (`{m}`)" for m in r.unchanged)
+        out += [
+            f"**No resolved change from the base model:** {names}: its average P@1, P@4 and "
+            "Total each differ from the base model's by an interval that includes 0, so what "
+            "it wins or loses against another method is that method's change from the base "
+            "model, not a change of its own.",
+            "",
+        ]
     if r.at_chance:
         cells = "; ".join(
             f"{label(m)} on `{b}` (P@1 {PERCENT * p:.2f}%, chance {PERCENT * c:.0f}%)"
@@ -763,6 +772,7 @@ def build_summary(r: Report, paper: PaperNumbers, files: Sequence[str]) -> dict[
         ],
         "flags": {
             "inactive_masks": list(r.inactive_masks),
+            "unchanged_from_base": list(r.unchanged),
             "at_chance": [
                 {"method": m, "benchmark": b, "p1": PERCENT * p, "chance_p1": PERCENT * c}
                 for m, b, p, c in r.at_chance

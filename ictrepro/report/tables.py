@@ -29,6 +29,7 @@ from ictrepro.report.comparisons import (
     mechanism,
     mechanism_verdicts,
     positive_control,
+    unchanged_from_base,
 )
 from ictrepro.report.curves import Curve, missing_curve_notes, training_curves
 from ictrepro.report.gains import Gain, best_baseline, compute_gain
@@ -97,6 +98,8 @@ class Report:
     positive_control: Claim | None = None
     #: Sparsifying rules whose mask never left a token out (they trained as GRPO).
     inactive_masks: tuple[str, ...] = ()
+    #: Trained methods with no resolved difference from the base model on any average.
+    unchanged: tuple[str, ...] = ()
     #: ``(method, benchmark, P@1, chance P@1)``: multiple-choice cells not above guessing.
     at_chance: tuple[tuple[str, str, float, float], ...] = ()
     #: Each training run's probe reward, first probe against last, paired by problem.
@@ -177,6 +180,7 @@ def score_run(
         claims=tuple(claims(comparisons, focus, present, labels=label)),
         positive_control=positive_control(comparisons),
         inactive_masks=tuple(inactive_masks(trained)),
+        unchanged=tuple(unchanged_from_base(comparisons)),
         at_chance=tuple(chance_flags(cells, chance_levels(benchmarks))),
         probes=tuple(probe_changes(run.run_dir, set(rows))),
     )
