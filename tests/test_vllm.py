@@ -65,6 +65,19 @@ def test_sampling_is_repeatable_per_request_seed_and_honours_stop_strings(sample
     assert sampler.sample(PROMPTS[2:], params, seed=3, index_offset=2, stop=["="]) == first[2:]
 
 
+def test_seeded_prompts_beyond_one_steps_token_budget(sampler):
+    """More prompt tokens than the engine schedules in one step: vLLM's CPU runner would
+    split a prefill and then fail to rewind that request's seeded CPU generator; the
+    engine is made so that it never splits one (``unsplit_prefill``)."""
+    prompts = [f"Question: {i} + {i} = ? " * 12 + "\nAnswer:" for i in range(48)]
+    tokens = sum(len(sampler.engine.get_tokenizer()(p)["input_ids"]) for p in prompts)
+    assert tokens > 2048  # more than one step's budget
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=4)
+    first = sampler.sample(prompts, params, seed=5)
+    assert [len(group) for group in first] == [2] * len(prompts)
+    assert sampler.sample(prompts, params, seed=5) == first
+
+
 def sequence_logprobs(model, tokenizer, prompt: str, token_ids) -> torch.Tensor:
     """HF log-probs (float64 softmax) of ``token_ids`` after ``prompt``, ``[R]``."""
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]

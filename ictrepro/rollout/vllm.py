@@ -86,19 +86,32 @@ def make_engine(model_path: str, settings: Any, *, dtype: str, max_model_len: in
     except ImportError as e:
         raise ConfigError(INSTALL_HINT) from e
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    from vllm.platforms import current_platform
+
+    max_len = settings.max_model_len or max_model_len
     return vllm.LLM(
         model=model_path,
         dtype=dtype,
         gpu_memory_utilization=settings.gpu_memory_utilization,
-        max_model_len=settings.max_model_len or max_model_len,
+        max_model_len=max_len,
         enable_sleep_mode=settings.enable_sleep_mode,
         tensor_parallel_size=settings.tensor_parallel_size,
         enable_prefix_caching=True,
         seed=0,  # every request carries its own seed; this only fixes the engine's default
         **launcher_kwargs(settings),
+        **(unsplit_prefill(max_len) if current_platform.is_cpu() else {}),
         # Log-probs at the sampling temperature, as the trainer's old log-probs are.
         logprobs_mode="processed_logprobs",
     )
+
+
+def unsplit_prefill(max_model_len: int) -> dict[str, Any]:
+    """Engine settings that never split a prompt's prefill over two steps, for vLLM's CPU
+    runner: when it splits one (a batch of prompts longer than its token budget per step),
+    it rewinds that request's seeded generator, which a CPU ``torch.Generator`` cannot do
+    ("CPU Generator does not use offset"), and every request here carries a seed. Whole
+    prompts then wait for the next step instead; the budget must hold the longest one."""
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 2048)}
 
 
 def sampled_logprobs(output: Any) -> tuple[float, ...] | None:
