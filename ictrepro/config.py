@@ -61,6 +61,11 @@ class DataSpec:
     #: (``The answer is \\boxed{X}.``) instead of worked steps, drawn per solution from the
     #: seed (``sft.direct_steps``; docs/tiny-world.md, "Two ways to answer").
     direct_fraction: float = 0.0
+    #: Text every RL and evaluation prompt ends with, after the assistant's turn opens, so
+    #: each response continues it (``meta.response_prefix``; the warm start's solutions are
+    #: unchanged). The fork world's control (``tiny-fork0``) opens every response with the
+    #: same preamble this way, on the same base model as ``tiny-fork``.
+    response_prefix: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,12 @@ class PrepareConfig:
     sft: SFTSpec = field(default_factory=SFTSpec)
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        record = dataclasses.asdict(self)
+        if not self.data.response_prefix:
+            # Left out when unused: the identity hash of worlds prepared before response
+            # prefixes existed (the pinned ones) stays what it was.
+            del record["data"]["response_prefix"]
+        return record
 
     def sha256(self) -> str:
         return sha256_json(self.to_json())

@@ -32,7 +32,8 @@ from ictrepro.config import (
 from ictrepro.data.benchmarks import PAPER_BENCHMARKS
 from ictrepro.data.suites import (
     EVAL_SUITES,
-    FORK0_EVAL_SUITES,
+    FORK_CONTROL_MAX_NEW_TOKENS,
+    FORK_CONTROL_PREAMBLE,
     FORK_EVAL_SUITES,
     FORK_MAX_NEW_TOKENS,
 )
@@ -139,18 +140,25 @@ FORK_EVAL = EvalSpec(
 
 def _tiny_fork(name: str, preamble: bool) -> Preset:
     """The fork world (docs/tiny-world.md, "The fork world"): a dial turned up or down
-    whose fork lies after a preamble of random length (``tiny-fork``), or after the same
-    preamble in every response (``tiny-fork0``, the control where group JS is 0 at the
-    fork). Evaluated per subset (problems only turning up, either way, or only turning
-    down solves within the budget); the paper's five seeds."""
-    suites = FORK_EVAL_SUITES if preamble else FORK0_EVAL_SUITES
-    prefix = "tiny-fork" if preamble else "tiny-fork0"
-    sampling = FORK_EVAL.sampling
+    whose fork lies after a preamble of random length (``tiny-fork``), or, in the control
+    ``tiny-fork0``, after the same preamble written into every prompt, so that every
+    response of a group reaches the fork with the same context (group JS 0 there). Both
+    prepare the same base model from the same data. Evaluated per subset (problems only
+    turning up, either way, or only turning down solves within the budget); the paper's
+    five seeds."""
+    prefix = "" if preamble else FORK_CONTROL_PREAMBLE
+    budget = FORK_MAX_NEW_TOKENS if preamble else FORK_CONTROL_MAX_NEW_TOKENS
+    sampling = dataclasses.replace(FORK_EVAL.sampling, max_new_tokens=budget)
     prepare = PrepareConfig(
         preset=name,
         calibration=CalibrationSpec(sampling=dataclasses.replace(sampling, n=4)),
         data=DataSpec(
-            eval_suites=suites, rl_suite=f"{prefix}-mix", n_test=48, n_sft=2000, sft_extra=()
+            eval_suites=FORK_EVAL_SUITES,
+            rl_suite="tiny-fork-mix",
+            n_test=48,
+            n_sft=2000,
+            sft_extra=(),
+            response_prefix=prefix,
         ),
         sft=SFTSpec(steps=3000, threads=2),
     )
@@ -159,13 +167,13 @@ def _tiny_fork(name: str, preamble: bool) -> Preset:
     # within noise of its start after 20 (docs/tiny-world.md, "RL in the fork world").
     rl = RLSpec(
         steps=100,
-        max_new_tokens=FORK_MAX_NEW_TOKENS,
+        max_new_tokens=budget,
         probe_problems=64,
         probe_every=5,
         log_js=True,
     )
     warmup = {"ict": {"warmup_steps": 3}, "random": {"warmup_steps": 3}}
-    eval_spec = dataclasses.replace(FORK_EVAL, benchmarks=suites)
+    eval_spec = dataclasses.replace(FORK_EVAL, sampling=sampling)
     train = TrainPreset(rl=rl, method_args=warmup)
     return Preset(name, prepare, train, eval_spec, (0, 1, 2, 3, 4), CONTROLLED_METHODS)
 

@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from ictrepro.algos.token_stats import TokenStats
-from ictrepro.data.prompts import gold_of
+from ictrepro.data.prompts import gold_of, render_prompt
 from ictrepro.data.records import Problem
 from ictrepro.data.suites import (
+    FORK_CONTROL_MAX_NEW_TOKENS,
     FORK_CONTROL_PREAMBLE,
     FORK_DIAL,
     FORK_MARKERS,
@@ -34,15 +35,13 @@ def tokenizer():
     """The tiny tokenizer as prepare trains it on the fork world's text."""
     problems = []
     for subset in FORK_SUBSETS:
-        for prefix in ("tiny-fork", "tiny-fork0"):
-            problems += generate_suite(f"{prefix}-{subset}", seed=0, n_train=200, n_test=0)["train"]
+        problems += generate_suite(f"tiny-fork-{subset}", seed=0, n_train=200, n_test=0)["train"]
     return train_tokenizer(tokenizer_corpus(problems), vocab_size=1024)
 
 
-@pytest.mark.parametrize("prefix", ["tiny-fork", "tiny-fork0"])
-def test_each_subset_holds_the_distances_its_name_says(prefix):
+def test_each_subset_holds_the_distances_its_name_says():
     for subset, distances in FORK_SUBSETS.items():
-        problems = generate_suite(f"{prefix}-{subset}", seed=3, n_train=200, n_test=60)
+        problems = generate_suite(f"tiny-fork-{subset}", seed=3, n_train=200, n_test=60)
         problems = problems["train"] + problems["test"]
         for p in problems:
             start, target, step = fork_problem_parts(p.problem)
@@ -57,8 +56,6 @@ def test_each_subset_holds_the_distances_its_name_says(prefix):
             assert len(walk) == (up if strategy == 0 else FORK_DIAL - up)
             opening = p.solution.split(" Turn ")[0]
             assert opening in FORK_PREAMBLES
-            if prefix == "tiny-fork0":
-                assert opening == FORK_CONTROL_PREAMBLE
 
 
 def test_a_walk_by_hand():
@@ -95,7 +92,7 @@ def test_an_answer_counts_only_after_a_valid_walk_in_the_direction_it_names():
     assert grade("\\boxed{0}", "0", kind="worked") == Verdict.UNGRADABLE  # no line of work
     # Every generated solution is correct under its own gold; other problems keep theirs.
     for subset in FORK_SUBSETS:
-        for p in generate_suite(f"tiny-fork0-{subset}", seed=1, n_train=50, n_test=0)["train"]:
+        for p in generate_suite(f"tiny-fork-{subset}", seed=1, n_train=50, n_test=0)["train"]:
             assert grade(p.solution, *gold_of(p)[:1], kind="worked") == Verdict.CORRECT
     other = generate_suite("tiny-gsm8k", seed=0, n_train=0, n_test=3)["test"][0]
     assert gold_of(other) == (other.answer, "math")
@@ -118,6 +115,32 @@ def test_the_budget_separates_the_subsets_whatever_the_preamble(tokenizer):
     assert set(FORK_SUBSETS["forward"]) == up - down
     assert set(FORK_SUBSETS["both"]) == up & down
     assert set(FORK_SUBSETS["backward"]) == down - up
+
+
+def test_the_control_prefix_leaves_the_budget_of_its_preamble_in_tiny_fork(tokenizer):
+    """The control writes FORK_CONTROL_PREAMBLE into the prompt: the prompt's tokens are
+    the unprefixed prompt's and the preamble's (nothing merges across the boundary), and
+    the response, which starts after it, tokenizes as in the whole solution, so the
+    control's budget admits exactly the walks the whole budget admits after that
+    preamble."""
+    problem = Problem("p", "The dial shows 4. Turn it to 0 in steps of 1.", "0",
+                      meta={"family": "fork-both"})  # fmt: skip
+    prefixed = Problem(**{**problem.__dict__, "meta": {**problem.meta,
+                          "response_prefix": FORK_CONTROL_PREAMBLE}})  # fmt: skip
+    ids = tokenizer(render_prompt(problem, tokenizer), add_special_tokens=False)["input_ids"]
+    both = tokenizer(render_prompt(prefixed, tokenizer), add_special_tokens=False)["input_ids"]
+    opening = tokenizer(FORK_CONTROL_PREAMBLE, add_special_tokens=False)["input_ids"]
+    assert both == ids + opening
+    assert len(opening) == FORK_MAX_NEW_TOKENS - FORK_CONTROL_MAX_NEW_TOKENS
+    for n in range(1, FORK_DIAL):
+        walk = ",".join(str(d % FORK_DIAL) for d in range(4, 4 + n))
+        response = f" {FORK_MARKERS[1]} {walk}. The answer is \\boxed{{7}}."
+        whole = tokenizer(FORK_CONTROL_PREAMBLE + response, add_special_tokens=False)
+        rest = tokenizer(response, add_special_tokens=False)["input_ids"]
+        assert whole["input_ids"] == opening + rest
+        assert (len(rest) <= FORK_CONTROL_MAX_NEW_TOKENS) == (n <= FORK_REACH)
+        index, strategy = fork_position(rest, response, tokenizer)
+        assert (index, strategy) == (1, 1)  # the word after "Turn", the same context in every response
 
 
 def test_the_fork_is_the_token_that_names_the_strategy(tokenizer):

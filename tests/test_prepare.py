@@ -272,3 +272,19 @@ def test_sft_spec_rejects_impossible_counts(field, value):
 
     with pytest.raises(ConfigError, match=rf"sft.{field} must be >= \d, got {value}"):
         SFTSpec(**{field: value})
+
+
+def test_a_response_prefix_ends_the_rl_and_test_prompts_and_leaves_the_warm_start_alone():
+    """``tiny-fork0`` is ``tiny-fork`` with its preamble written into every RL and test
+    prompt: the same problems and the same warm-start solutions, and, when no prefix is
+    set, the world's identity hash of before prefixes existed (the pinned worlds')."""
+    world, control = prepare_preset("tiny-fork"), prepare_preset("tiny-fork0")
+    assert "response_prefix" not in world.to_json()["data"]
+    assert control.to_json()["data"]["response_prefix"] == "I see."
+    plain, prefixed = build_data(world), build_data(control)
+    assert set(plain) == set(prefixed)
+    assert prefixed["sft"] == plain["sft"]
+    for name in plain:
+        assert [p.problem for p in prefixed[name]] == [p.problem for p in plain[name]]
+        if name != "sft":
+            assert all(p.meta["response_prefix"] == "I see." for p in prefixed[name])

@@ -80,6 +80,16 @@ def test_the_example_in_the_base_frame_and_problems_without_one():
     )
 
 
+def test_a_response_prefix_comes_last_in_both_frames():
+    problem = generate_task(seed=0, n_train=0, n_test=1)["test"][0]
+    prefixed = dataclasses.replace(problem, meta={**problem.meta, "response_prefix": "I see."})
+    for frame in (ChatTokenizer(), PlainTokenizer()):
+        assert render_prompt(prefixed, frame) == render_prompt(problem, frame) + "I see."
+    bad = Problem(id="p-2", problem="1 + 1?", answer="2", meta={"response_prefix": 3})
+    with pytest.raises(DataError, match=r"p-2.*meta\.response_prefix must be a string"):
+        render_prompt(bad, PlainTokenizer())
+
+
 def test_a_malformed_example_is_named():
     problem = Problem(id="p-1", problem="1 + 1?", answer="2", meta={"example": {"problem": "x"}})
     with pytest.raises(DataError, match=r"p-1.*meta\.example"):

@@ -61,11 +61,13 @@ def render_prompt(
     """The text a model is asked to continue for ``problem``.
 
     ``style="auto"`` uses the chat template when the tokenizer has one, else the base frame.
+    A problem's ``meta.response_prefix`` comes last, as the start of the response.
     """
     if style not in ("auto", "chat", "base"):
         raise ConfigError(f"unknown prompt style {style!r}; valid: auto, chat, base")
     message = user_message(problem)
     example = worked_example(problem)
+    prefix = response_prefix(problem)
     if uses_chat(tokenizer, style):
         if not getattr(tokenizer, "chat_template", None):
             raise ConfigError(
@@ -78,9 +80,21 @@ def render_prompt(
                 {"role": "user", "content": question},
                 {"role": "assistant", "content": solution},
             ]
-        return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+        opened = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+        return opened + prefix
     shot = "" if example is None else f"Question: {example[0]}\nAnswer: {example[1]}\n"
-    return f"{shot}Question: {message}\nAnswer: "
+    return f"{shot}Question: {message}\nAnswer: {prefix}"
+
+
+def response_prefix(problem: Problem) -> str:
+    """The text ``problem``'s responses open with, written into its prompt (``""`` if none):
+    every response of a group then continues the same context."""
+    prefix = problem.meta.get("response_prefix", "")
+    if not isinstance(prefix, str):
+        raise DataError(
+            f"problem {problem.id!r}: meta.response_prefix must be a string, got {prefix!r}"
+        )
+    return prefix
 
 
 def worked_example(problem: Problem) -> tuple[str, str] | None:

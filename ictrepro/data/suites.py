@@ -19,8 +19,8 @@ dropped, so the splits are disjoint by construction.
 The training mixture ``tiny-train`` mixes the GSM8K- and MATH-like generators, in the spirit
 of the paper's GSM8K + MATH training data.
 
-The fork world's suites (``tiny-fork-*``, control ``tiny-fork0-*``: a dial turned
-up or down, one suite per subset of problems and a ``-mix`` of RL prompts) are described
+The fork world's suites (``tiny-fork-*``: a dial turned up or down, one suite per subset
+of problems and a ``-mix`` of RL prompts) are described
 where they are generated, below, and in docs/tiny-world.md.
 """
 
@@ -252,7 +252,8 @@ def gen_aime25(rng: random.Random) -> Generated:
 # The strategy is chosen at one token ("up" or "down" of the marker). In the ``tiny-fork``
 # suites a preamble of 2 or 3 tokens comes first, so the responses of one group reach the
 # fork at different positions and their distributions there differ (group JS > 0 at the
-# fork); the ``tiny-fork0`` control suites always open with the same preamble, so every
+# fork). The ``tiny-fork0`` control trains the same base model on the same problems with
+# ``FORK_CONTROL_PREAMBLE`` written into every prompt (``data.response_prefix``), so every
 # response of a group reaches the fork with the same context, as at a first token (group
 # JS = 0 there by construction).
 
@@ -269,12 +270,18 @@ FORK_REACH = 6
 FORK_MARKERS = ("Turn up:", "Turn down:")
 #: Preambles of 2, 2, 3 and 3 tokens, drawn per solution in the ``tiny-fork`` suites; the
 #: spread (1 token) is under one step (2 tokens), so the budget separates the subsets
-#: whatever the preamble. The control suites always use ``FORK_CONTROL_PREAMBLE``.
+#: whatever the preamble.
 FORK_PREAMBLES = ("So.", "Okay.", "I see.", "Now then.")
+#: The control's response prefix: a longest preamble (3 tokens), so the control's responses
+#: are the ``tiny-fork`` responses that drew it, and the budget left after it
+#: (``FORK_CONTROL_MAX_NEW_TOKENS``) separates the subsets as the whole budget does there.
 FORK_CONTROL_PREAMBLE = FORK_PREAMBLES[2]
 #: The token budget of the fork world: the longest preamble and a walk of FORK_REACH
 #: digits fit, the shortest preamble and one digit more do not (tests/test_fork_world.py).
 FORK_MAX_NEW_TOKENS = 27
+#: The control's budget: ``FORK_MAX_NEW_TOKENS`` less the 3 tokens of its prefix
+#: (tests/test_fork_world.py counts them with the tokenizer).
+FORK_CONTROL_MAX_NEW_TOKENS = FORK_MAX_NEW_TOKENS - 3
 #: The distances up (steps of k from the start to the target) of each subset of problems.
 FORK_SUBSETS = {
     "forward": range(1, FORK_DIAL - FORK_REACH),
@@ -301,22 +308,22 @@ def fork_walk(start: int, target: int, step: int, strategy: int) -> list[int]:
     return walk
 
 
-def _fork_item(rng: random.Random, subset: str, preamble: bool) -> Generated:
+def _fork_item(rng: random.Random, subset: str) -> Generated:
     start, step = rng.randrange(FORK_DIAL), rng.choice(FORK_STEPS)
     target = (start + step * rng.choice(FORK_SUBSETS[subset])) % FORK_DIAL
     problem = f"The dial shows {start}. Turn it to {target} in steps of {step}."
     strategy = int(rng.random() < 0.5)
     walk = ",".join(str(d) for d in fork_walk(start, target, step, strategy))
-    opening = rng.choice(FORK_PREAMBLES) if preamble else FORK_CONTROL_PREAMBLE
+    opening = rng.choice(FORK_PREAMBLES)
     steps = [f"{opening} {FORK_MARKERS[strategy]} {walk}."]
     return problem, _boxed(steps, str(target)), str(target), None
 
 
-def _fork_generator(subset: str, preamble: bool) -> Callable[[random.Random], Generated]:
+def _fork_generator(subset: str) -> Callable[[random.Random], Generated]:
     def gen(rng: random.Random) -> Generated:
-        return _fork_item(rng, subset, preamble)
+        return _fork_item(rng, subset)
 
-    gen.__name__ = f"gen_fork{'' if preamble else '0'}_{subset}"
+    gen.__name__ = f"gen_fork_{subset}"
     gen.__doc__ = f"Dial problems that only the {subset} walk solves (or both)."
     return gen
 
@@ -342,9 +349,9 @@ def fork_strategy(response: str) -> int | None:
     return min(found)[1] if found else None
 
 
-def _fork_suites(preamble: bool) -> list[Suite]:
-    prefix = "tiny-fork" if preamble else "tiny-fork0"
-    gens = {s: _fork_generator(s, preamble) for s in FORK_SUBSETS}
+def _fork_suites() -> list[Suite]:
+    prefix = "tiny-fork"
+    gens = {s: _fork_generator(s) for s in FORK_SUBSETS}
     # The RL prompts: 12 up-only, 3 either-way, 5 down-only problems in every 20.
     mix = (gens["forward"],) * 12 + (gens["both"],) * 3 + (gens["backward"],) * 5
     return [
@@ -389,13 +396,11 @@ SUITES: dict[str, Suite] = {
             "all seven",
             (gen_gsm8k, gen_math500, gen_mmlu_stem, gen_gpqa, gen_aime23, gen_aime24, gen_aime25),
         ),
-        *_fork_suites(preamble=True),
-        *_fork_suites(preamble=False),
+        *_fork_suites(),
     )
 }
-#: The evaluation suites of the fork world and of its control variant, one per subset.
+#: The evaluation suites of the fork world (and of its control), one per subset.
 FORK_EVAL_SUITES = tuple(f"tiny-fork-{s}" for s in FORK_SUBSETS)
-FORK0_EVAL_SUITES = tuple(f"tiny-fork0-{s}" for s in FORK_SUBSETS)
 SPLITS = ("train", "test")
 #: The suites a tiny run is evaluated on (every suite but the training mixture), in the
 #: order of the paper's tables.
@@ -485,7 +490,7 @@ def generate_suite(
 
 
 #: Every generated suite a tiny world can be evaluated on, in report order.
-ALL_EVAL_SUITES = (*EVAL_SUITES, *FORK_EVAL_SUITES, *FORK0_EVAL_SUITES)
+ALL_EVAL_SUITES = (*EVAL_SUITES, *FORK_EVAL_SUITES)
 
 
 def is_tiny_suite(name: str) -> bool:

@@ -85,10 +85,19 @@ def build_data(config: PrepareConfig) -> dict[str, list[Problem]]:
     leaked = {p.problem for p in sft + rl} & test_texts
     if leaked:  # generate_suite excludes them; this guards the guarantee itself
         raise AssertionError(f"{len(leaked)} test problems leaked into training data")
+    if spec.response_prefix:
+        tests = {s: with_response_prefix(v, spec.response_prefix) for s, v in tests.items()}
+        rl = with_response_prefix(rl, spec.response_prefix)
     data = {**{f"test/{s}": v for s, v in tests.items()}, "sft": sft, "rl_train": rl}
     if config.sft.direct_steps:
         data["sft_direct"] = with_direct_answers(sft, spec.direct_fraction, seed=config.seed)
     return data
+
+
+def with_response_prefix(problems: list[Problem], prefix: str) -> list[Problem]:
+    """``problems`` whose prompts end with ``prefix`` (``meta.response_prefix``, which
+    ``render_prompt`` writes after the assistant's turn opens)."""
+    return [dataclasses.replace(p, meta={**p.meta, "response_prefix": prefix}) for p in problems]
 
 
 def with_direct_answers(problems: list[Problem], fraction: float, *, seed: int) -> list[Problem]:
