@@ -140,7 +140,8 @@ def test_the_control_prefix_leaves_the_budget_of_its_preamble_in_tiny_fork(token
         assert whole["input_ids"] == opening + rest
         assert (len(rest) <= FORK_CONTROL_MAX_NEW_TOKENS) == (n <= FORK_REACH)
         index, strategy = fork_position(rest, response, tokenizer)
-        assert (index, strategy) == (1, 1)  # the word after "Turn", the same context in every response
+        # The word after "Turn": the same context in every response of a group.
+        assert (index, strategy) == (1, 1)
 
 
 def test_the_fork_is_the_token_that_names_the_strategy(tokenizer):

@@ -110,40 +110,56 @@ def test_identical_counts_pass_with_zero_differences():
     assert result.passed and all(p.diff == 0 and p.p_adjusted == 1.0 for p in result.pairs)
 
 
-def _pinned_tiny():
-    """Counts of the pinned tiny reproduction: ``{(model, benchmark): [P]}``, n, tau2."""
+#: The pinned reproductions and the methods and seeds each pinned.
+PINNED = {
+    "tiny": (("grpo", "entropy", "stapo", "ict", "random"), (0, 1, 2)),
+    "tiny-fork": (("grpo", "entropy", "stapo", "ict", "random", "grpo-lr4"), (0, 1, 2, 3, 4)),
+}
+#: The least power against a build whose trained models lose half their pass@1. Measured
+#: (docs/regression.md): 100% on tiny, 80.9% on tiny-fork, whose seeds spread far more
+#: (the run-to-run s.d. of tiny-fork-both is 9.3 points), so a halving of the few-percent
+#: pass@1 GRPO keeps on the down-only subset hides in it more often.
+HALVED_POWER = {"tiny": 0.90, "tiny-fork": 0.75}
+
+
+def _pinned(preset):
+    """Counts of a pinned reproduction: ``{(model, benchmark): [P]}``, n, tau2."""
     from ictrepro.results.pinned import read_pinned_scores
     from ictrepro.results.rerun import between_run_variances
 
-    records = read_pinned_scores("tiny", RESULTS_DIR)
+    records = read_pinned_scores(preset, RESULTS_DIR)
     counts = {(r["model"], r["benchmark"]): np.asarray(r["n_correct"]) for r in records}
     return counts, records[0]["n_samples"], between_run_variances(records)
 
 
-def test_calibrated_on_the_pinned_results_false_alarms_are_rare_and_drops_are_caught():
-    """The `check --rerun` subset (base, grpo-seed0, ict-seed0 x seven benchmarks): honest
+@pytest.mark.parametrize("preset", list(PINNED))
+def test_calibrated_on_the_pinned_results_false_alarms_are_rare_and_drops_are_caught(preset):
+    """The `check --rerun` subset (base, grpo-seed0, ict-seed0 x the benchmarks): honest
     re-runs simulated from the pinned per-problem rates pass >= 99% of the time (fresh
     draws, not the calibration's); a build whose trained models lose half their pass@1
     (a collapsing policy, e.g. a flipped policy-gradient sign), and one whose training
-    learns nothing (trained models score as the base model does), fail >= 90% of the time."""
-    counts, n, tau2 = _pinned_tiny()
+    learns nothing (trained models score as the base model does), fail >= 90% of the time
+    (halved pass@1 on tiny-fork: ``HALVED_POWER``)."""
+    counts, n, tau2 = _pinned(preset)
     keys = [k for k in counts if k[0] in ("base", "grpo-seed0", "ict-seed0")]
     rates = {k: rs.smoothed_rates(counts[k], n) for k in keys}
     critical = rs.critical_value(rs.calibrate(rates, n, tau2))
     assert rs.pass_rate(rates, rates, n, tau2, critical, runs=4000, seed=11) >= 0.99
     halved = {k: v * (0.5 if k[0] != "base" else 1.0) for k, v in rates.items()}
-    assert rs.power(rates, halved, n, tau2, critical, runs=2000) >= 0.90
+    assert rs.power(rates, halved, n, tau2, critical, runs=2000) >= HALVED_POWER[preset]
     nothing = {k: rates[("base", k[1])] for k in rates}
     assert rs.power(rates, nothing, n, tau2, critical, runs=2000) >= 0.90
 
 
-def test_other_pinned_seeds_pass_as_reruns_of_seed_0():
-    """Real data: each method's seeds 1 and 2 are other runs of the same experiment, as a
+@pytest.mark.parametrize("preset", list(PINNED))
+def test_other_pinned_seeds_pass_as_reruns_of_seed_0(preset):
+    """Real data: each method's other seeds are other runs of the same experiment, as a
     re-run on another machine is; checked against seed 0, none fails."""
-    counts, n, tau2 = _pinned_tiny()
+    counts, n, tau2 = _pinned(preset)
     benchmarks = sorted({b for _, b in counts})
-    for method in ("grpo", "entropy", "stapo", "ict", "random"):
+    methods, seeds = PINNED[preset]
+    for method in methods:
         pinned = {(method, b): counts[(f"{method}-seed0", b)] for b in benchmarks}
-        for seed in (1, 2):
+        for seed in seeds[1:]:
             rerun = {(method, b): counts[(f"{method}-seed{seed}", b)] for b in benchmarks}
             assert rs.rerun_test(pinned, rerun, n, tau2, runs=1000).passed, (method, seed)
