@@ -79,7 +79,8 @@ def fork_means(run: LoadedRun, method: str) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for key in keys:
         values = [mean(key, rows[WARMUP:]) for rows in per_seed]
-        out[key] = statistics.fmean(v for v in values if v is not None) if any(values) else None
+        known = [v for v in values if v is not None]
+        out[key] = statistics.fmean(known) if known else None
     for name, part in (("down_first", slice(0, 10)), ("down_last", slice(-10, None))):
         values = [mean("fork_minority_fraction", rows[part]) for rows in per_seed]
         out[name] = statistics.fmean(v for v in values if v is not None)

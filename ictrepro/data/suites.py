@@ -20,8 +20,8 @@ The training mixture ``tiny-train`` mixes the GSM8K- and MATH-like generators, i
 of the paper's GSM8K + MATH training data.
 
 The fork world's suites (``tiny-fork-*``: a dial turned up or down, one suite per subset
-of problems and a ``-mix`` of RL prompts) are described
-where they are generated, below, and in docs/tiny-world.md.
+of problems and a ``-mix`` of RL prompts) are described where they are generated, below,
+and in docs/tiny-world.md.
 """
 
 from __future__ import annotations
@@ -350,13 +350,12 @@ def fork_strategy(response: str) -> int | None:
 
 
 def _fork_suites() -> list[Suite]:
-    prefix = "tiny-fork"
     gens = {s: _fork_generator(s) for s in FORK_SUBSETS}
     # The RL prompts: 12 up-only, 3 either-way, 5 down-only problems in every 20.
     mix = (gens["forward"],) * 12 + (gens["both"],) * 3 + (gens["backward"],) * 5
     return [
-        *(Suite(f"{prefix}-{s}", f"fork-{s}", (g,), train_repeats=True) for s, g in gens.items()),
-        Suite(f"{prefix}-mix", "fork", mix, train_repeats=True),
+        *(Suite(f"tiny-fork-{s}", f"fork-{s}", (g,), train_repeats=True) for s, g in gens.items()),
+        Suite("tiny-fork-mix", "fork", mix, train_repeats=True),
     ]
 
 
