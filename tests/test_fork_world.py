@@ -3,6 +3,8 @@ metrics against a naive loop."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -125,8 +127,8 @@ def test_the_control_prefix_leaves_the_budget_of_its_preamble_in_tiny_fork(token
     preamble."""
     problem = Problem("p", "The dial shows 4. Turn it to 0 in steps of 1.", "0",
                       meta={"family": "fork-both"})  # fmt: skip
-    prefixed = Problem(**{**problem.__dict__, "meta": {**problem.meta,
-                          "response_prefix": FORK_CONTROL_PREAMBLE}})  # fmt: skip
+    meta = {**problem.meta, "response_prefix": FORK_CONTROL_PREAMBLE}
+    prefixed = dataclasses.replace(problem, meta=meta)
     ids = tokenizer(render_prompt(problem, tokenizer), add_special_tokens=False)["input_ids"]
     both = tokenizer(render_prompt(prefixed, tokenizer), add_special_tokens=False)["input_ids"]
     opening = tokenizer(FORK_CONTROL_PREAMBLE, add_special_tokens=False)["input_ids"]

@@ -114,12 +114,14 @@ def test_identical_counts_pass_with_zero_differences():
 PINNED = {
     "tiny": (("grpo", "entropy", "stapo", "ict", "random"), (0, 1, 2)),
     "tiny-fork": (("grpo", "entropy", "stapo", "ict", "random", "grpo-lr4"), (0, 1, 2, 3, 4)),
+    "tiny-fork0": (("grpo", "entropy", "stapo", "ict", "random", "grpo-lr4"), (0, 1, 2, 3, 4)),
 }
 #: The least power against a build whose trained models lose half their pass@1. Measured
-#: (docs/regression.md): 100% on tiny, 80.9% on tiny-fork, whose seeds spread far more
-#: (the run-to-run s.d. of tiny-fork-both is 9.3 points), so a halving of the few-percent
-#: pass@1 GRPO keeps on the down-only subset hides in it more often.
-HALVED_POWER = {"tiny": 0.90, "tiny-fork": 0.75}
+#: (docs/regression.md): 100% on tiny, 80.9% on tiny-fork and 62.0% on tiny-fork0, whose
+#: seeds spread far more (the run-to-run s.d. of tiny-fork-both is 9.3 points), so a
+#: halving of the few-percent pass@1 GRPO keeps on the down-only subset hides in it more
+#: often.
+HALVED_POWER = {"tiny": 0.90, "tiny-fork": 0.75, "tiny-fork0": 0.55}
 
 
 def _pinned(preset):
@@ -139,7 +141,7 @@ def test_calibrated_on_the_pinned_results_false_alarms_are_rare_and_drops_are_ca
     draws, not the calibration's); a build whose trained models lose half their pass@1
     (a collapsing policy, e.g. a flipped policy-gradient sign), and one whose training
     learns nothing (trained models score as the base model does), fail >= 90% of the time
-    (halved pass@1 on tiny-fork: ``HALVED_POWER``)."""
+    (halved pass@1 on the fork worlds: ``HALVED_POWER``)."""
     counts, n, tau2 = _pinned(preset)
     keys = [k for k in counts if k[0] in ("base", "grpo-seed0", "ict-seed0")]
     rates = {k: rs.smoothed_rates(counts[k], n) for k in keys}
