@@ -6,7 +6,7 @@ on group JS seeing the fork?
 ``tiny-fork`` puts a preamble of random length before the fork, so the responses of a
 group reach it in different contexts; ``tiny-fork0`` writes one preamble into every
 prompt, so they all reach it in the same context and group JS there is 0. Both train from
-the same base model on the same problems (``prepare.json``'s hashes are compared), so each
+the same base model on the same problems (its hashes are compared), so each
 method's scores pair by problem and seed across the two. Prints, for the average over the
 subsets: each pair of methods within each variant, and the change of each method, and of
 each pair's difference, from the control to the fork world, all paired with 95% intervals
@@ -20,7 +20,6 @@ If ICT's selection of the fork is what matters, ICT - Random should be larger in
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from itertools import combinations
 from pathlib import Path
@@ -30,6 +29,7 @@ import numpy as np
 from ictrepro.evaluate.paired import paired_difference
 from ictrepro.report.aggregate import PERCENT, score_cell
 from ictrepro.report.load import LoadedRun, load_run
+from ictrepro.results.pinned import world_identity
 
 WARMUP = 3  # the sparse rules' dense warm-up steps in the fork presets
 
@@ -88,12 +88,11 @@ def fork_means(run: LoadedRun, method: str) -> dict[str, float | None]:
 
 
 def same_world(fork: Path, control: Path) -> None:
-    """Stop unless both runs prepared the same base model (its weights' hash)."""
-    hashes = []
-    for run in (fork, control):
-        outputs = json.loads((run / "prepare.json").read_text())["outputs"]
-        hashes.append({k: v for k, v in outputs.items() if k.startswith("base_model/")})
-    if hashes[0] != hashes[1]:
+    """Stop unless both runs prepared the same base model (``world_identity``: weights,
+    tokenizer and configs, by hash)."""
+    keys = ("base_weights_sha256", "base_tokenizer_sha256", "base_config_sha256")
+    worlds = [world_identity(run) for run in (fork, control)]
+    if any(worlds[0][k] is None or worlds[0][k] != worlds[1][k] for k in keys):
         raise SystemExit(f"{fork} and {control} prepared different base models")
 
 
@@ -109,7 +108,7 @@ def main() -> None:
         "tiny-fork": load_run(args.fork, methods),
         "tiny-fork0": load_run(args.control, methods),
     }
-    print("Both runs prepared the same base model (prepare.json, base_model/ hashes).\n")
+    print("Both runs prepared the same base model (weights, tokenizer and configs by hash).\n")
     for metric, name in (("p1", "P@1"), ("p4", "P@4")):
         reference = matrices(runs["tiny-fork"], methods[0], metric)
         m = {
