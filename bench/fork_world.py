@@ -27,7 +27,7 @@ from ictrepro.models.build import build_model
 from ictrepro.models.tokenizer import train_tokenizer
 from ictrepro.presets import get_preset, prepare_preset
 from ictrepro.rollout.hf import hf_generate
-from ictrepro.stages.prepare import build_data, tokenizer_corpus
+from ictrepro.stages.prepare import build_data, tokenizer_corpus, tokenizer_problems
 from ictrepro.train.sft import run_sft
 from ictrepro.verify.grade import Verdict, grade
 
@@ -79,7 +79,7 @@ def main() -> None:
     sampling = dataclasses.replace(get_preset(args.preset).eval.sampling, n=4)
     data = build_data(config)
     tokenizer = train_tokenizer(
-        tokenizer_corpus(data["sft"] + data["rl_train"]), vocab_size=config.model.vocab_size
+        tokenizer_corpus(tokenizer_problems(config, data)), vocab_size=config.model.vocab_size
     )
     model = build_model(config.model, tokenizer, seed=config.seed)
     sets = {f"RL prompts ({args.problems})": data["rl_train"][: args.problems]}

@@ -28,7 +28,12 @@ from ictrepro.models.tokenizer import train_tokenizer
 from ictrepro.presets import prepare_preset
 from ictrepro.rollout.hf import hf_generate
 from ictrepro.rollout.params import SamplingParams
-from ictrepro.stages.prepare import build_data, tokenizer_corpus, with_direct_answers
+from ictrepro.stages.prepare import (
+    build_data,
+    tokenizer_corpus,
+    tokenizer_problems,
+    with_direct_answers,
+)
 from ictrepro.train.sft import run_sft
 from ictrepro.verify.grade import Verdict, grade
 
@@ -73,7 +78,7 @@ def main() -> None:
     data = build_data(config)
     solutions = with_direct_answers(data["sft"], args.direct_fraction, seed=config.seed)
     tokenizer = train_tokenizer(
-        tokenizer_corpus(data["sft"] + data["rl_train"]), vocab_size=config.model.vocab_size
+        tokenizer_corpus(tokenizer_problems(config, data)), vocab_size=config.model.vocab_size
     )
     model = build_model(config.model, tokenizer, seed=config.seed)
     start = time.perf_counter()

@@ -66,6 +66,11 @@ class DataSpec:
     #: unchanged). The fork world's control (``tiny-fork0``) opens every response with the
     #: same preamble this way, on the same base model as ``tiny-fork``.
     response_prefix: str = ""
+    #: Chance that each word of a warm-start solution's answer lead (``The answer is``) is
+    #: written as a word drawn from ``WORDING_VARIANTS`` instead, per word, from the seed:
+    #: free wording the verifier ignores, with rare variants in it, which is what STAPO's
+    #: rule silences (docs/tiny-world.md, "Rare wording"). 0: every lead as written.
+    wording_noise: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -117,10 +122,11 @@ class PrepareConfig:
 
     def to_json(self) -> dict[str, Any]:
         record = dataclasses.asdict(self)
-        if not self.data.response_prefix:
-            # Left out when unused: the identity hash of worlds prepared before response
-            # prefixes existed (the pinned ones) stays what it was.
-            del record["data"]["response_prefix"]
+        # Left out when unused: the identity hash of worlds prepared before these options
+        # existed stays what it was.
+        for name in ("response_prefix", "wording_noise"):
+            if not getattr(self.data, name):
+                del record["data"][name]
         return record
 
     def sha256(self) -> str:

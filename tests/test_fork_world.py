@@ -12,6 +12,7 @@ from ictrepro.algos.token_stats import TokenStats
 from ictrepro.data.prompts import gold_of, render_prompt
 from ictrepro.data.records import Problem
 from ictrepro.data.suites import (
+    ANSWER_LEAD,
     FORK_CONTROL_MAX_NEW_TOKENS,
     FORK_CONTROL_PREAMBLE,
     FORK_DIAL,
@@ -21,6 +22,7 @@ from ictrepro.data.suites import (
     FORK_REACH,
     FORK_STEPS,
     FORK_SUBSETS,
+    WORDING_VARIANTS,
     fork_problem_parts,
     fork_strategy,
     fork_walk,
@@ -228,3 +230,24 @@ def test_fork_metrics_without_forks_or_js_keep_every_key_null():
     got = fork_metrics([(1, 1), None], stats, mask, mask).reduce()
     assert got["fork_js_mean"] is None and got["fork_entropy_mean"] == 1.0
     assert got["fork_minority_fraction"] == 1.0 and got["fork_selected_fraction"] == 1.0
+
+
+def test_a_varied_answer_lead_keeps_its_length_in_tokens_and_its_grade(tokenizer):
+    """Every wording variant is one token after a space, so a varied lead never moves a
+    response across the budget; the verifier ignores it, so a right answer stays right."""
+    problem = generate_suite("tiny-fork-both", seed=0, n_train=1, n_test=0)["train"][0]
+    gold, kind = gold_of(problem)
+    start, target, step = fork_problem_parts(problem.problem)
+    walk = ",".join(map(str, fork_walk(start, target, step, 0)))
+    plain = f"So. {FORK_MARKERS[0]} {walk}. {ANSWER_LEAD} \\boxed{{{target}}}."
+    count = len(tokenizer(plain, add_special_tokens=False)["input_ids"])
+    assert grade(plain, gold, kind=kind) == Verdict.CORRECT
+    for variant in WORDING_VARIANTS:
+        assert len(tokenizer.tokenize(f" {variant}")) == 1, variant
+        for i in range(len(ANSWER_LEAD.split())):
+            words = ANSWER_LEAD.split()
+            words[i] = variant
+            varied = plain.replace(ANSWER_LEAD, " ".join(words))
+            assert len(tokenizer(varied, add_special_tokens=False)["input_ids"]) == count
+            assert grade(varied, gold, kind=kind) == Verdict.CORRECT, varied
+            assert fork_strategy(varied) == 0

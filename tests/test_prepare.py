@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 
 import pytest
 import torch
@@ -12,13 +14,13 @@ from typer.testing import CliRunner
 from ictrepro.cli import app
 from ictrepro.data.prompts import answer_kind, render_prompt
 from ictrepro.data.records import Problem
-from ictrepro.data.suites import generate_suite
+from ictrepro.data.suites import ANSWER_LEAD, WORDING_VARIANTS, generate_suite
 from ictrepro.errors import ConfigError
 from ictrepro.io import hash_outputs, read_jsonl
 from ictrepro.presets import prepare_preset
 from ictrepro.rundir import RunDirConflict, load_record
 from ictrepro.stages import prepare as prepare_module
-from ictrepro.stages.prepare import build_data, prepare
+from ictrepro.stages.prepare import build_data, prepare, tokenizer_problems
 from ictrepro.verify.grade import Verdict, grade
 
 
@@ -288,3 +290,43 @@ def test_a_response_prefix_ends_the_rl_and_test_prompts_and_leaves_the_warm_star
         assert [p.problem for p in prefixed[name]] == [p.problem for p in plain[name]]
         if name != "sft":
             assert all(p.meta["response_prefix"] == "I see." for p in prefixed[name])
+
+
+def test_wording_noise_varies_only_the_answer_leads_of_the_warm_start():
+    """Each lead word is a variant with about the chance asked for, from a random stream of
+    its own: the same problems, RL prompts and tests, every other character of each solution
+    unchanged, as many words in each lead, the tokenizer's texts those without variants; and
+    no noise, no key in the world's identity."""
+    world = prepare_preset("tiny-fork")
+    noisy = dataclasses.replace(world, data=dataclasses.replace(world.data, wording_noise=0.01))
+    assert noisy.to_json()["data"]["wording_noise"] == noisy.data.wording_noise
+    assert "wording_noise" not in world.to_json()["data"]
+    plain, varied = build_data(world), build_data(noisy)
+    assert set(plain) == set(varied)
+    for name in plain:
+        if name != "sft":
+            assert varied[name] == plain[name]
+    assert [p.problem for p in varied["sft"]] == [p.problem for p in plain["sft"]]
+    # The tokenizer learns the solutions as generated: the same token ids, so the same
+    # initial weights, as the world without variants.
+    assert tokenizer_problems(noisy, varied) == plain["sft"] + plain["rl_train"]
+    lead = ANSWER_LEAD.split()
+    changed = words = 0
+    for before, after in zip(plain["sft"], varied["sft"], strict=True):
+        head, _, tail = before.solution.rpartition(ANSWER_LEAD)
+        assert after.solution.startswith(head) and after.solution.endswith(tail)
+        written = after.solution[len(head) : len(after.solution) - len(tail)].split(" ")
+        assert len(written) == len(lead)
+        for was, now in zip(lead, written, strict=True):
+            assert now == was or now in WORDING_VARIANTS
+            changed, words = changed + (now != was), words + 1
+    rate, noise = changed / words, noisy.data.wording_noise
+    assert abs(rate - noise) < 4 * math.sqrt(noise * (1 - noise) / words), (rate, words)
+
+
+@pytest.mark.parametrize("noise", [-0.1, 1.5])
+def test_wording_noise_outside_zero_to_one_is_an_error(noise):
+    config = prepare_preset("tiny-fork")
+    bad = dataclasses.replace(config, data=dataclasses.replace(config.data, wording_noise=noise))
+    with pytest.raises(ConfigError, match=rf"data.wording_noise must be in \[0, 1\], got {noise}"):
+        build_data(bad)

@@ -49,10 +49,29 @@ LETTERS = "ABCD"
 
 #: How every generated solution states its final answer.
 ANSWER_LEAD = "The answer is"
+#: Words that may stand in for a word of ``ANSWER_LEAD`` in a warm-start solution
+#: (``data.wording_noise``): the words of the math instruction every prompt ends with, so
+#: each is one token after a space in every tiny world's tokenizer; the verifier reads only
+#: the boxed answer (and, in the fork world, the walk), so a solution stays right.
+WORDING_VARIANTS = ("reason", "step", "by", "and", "put", "your", "final", "within")
 
 
 def _boxed(steps: list[str], answer: str) -> str:
     return " ".join([*steps, f"{ANSWER_LEAD} \\boxed{{{answer}}}."])
+
+
+def with_varied_lead(solution: str, rng: random.Random, noise: float) -> str:
+    """``solution`` with each word of its last answer lead (``ANSWER_LEAD``) replaced, with
+    chance ``noise``, by another word drawn from ``WORDING_VARIANTS``; the number of words
+    stays the same. A solution without the lead is returned as it is."""
+    at = solution.rfind(ANSWER_LEAD)
+    if at < 0:
+        return solution
+    words = [
+        rng.choice([v for v in WORDING_VARIANTS if v != w]) if rng.random() < noise else w
+        for w in ANSWER_LEAD.split()
+    ]
+    return solution[:at] + " ".join(words) + solution[at + len(ANSWER_LEAD) :]
 
 
 def bare_solution(answer: str) -> str:

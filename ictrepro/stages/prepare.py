@@ -33,7 +33,7 @@ from rich.table import Table
 from ictrepro.config import PrepareConfig, PretrainedPrepareConfig
 from ictrepro.data.prompts import render_prompt, user_message
 from ictrepro.data.records import Problem
-from ictrepro.data.suites import bare_solution, generate_suite
+from ictrepro.data.suites import bare_solution, generate_suite, with_varied_lead
 from ictrepro.errors import ConfigError
 from ictrepro.evaluate.score import SuiteScore, grade_responses, score_verdicts
 from ictrepro.io import atomic_directory, atomic_write_json, atomic_write_jsonl, hash_outputs
@@ -88,6 +88,7 @@ def build_data(config: PrepareConfig) -> dict[str, list[Problem]]:
     if spec.response_prefix:
         tests = {s: with_response_prefix(v, spec.response_prefix) for s, v in tests.items()}
         rl = with_response_prefix(rl, spec.response_prefix)
+    sft = with_wording_noise(sft, spec.wording_noise, seed=config.seed)
     data = {**{f"test/{s}": v for s, v in tests.items()}, "sft": sft, "rl_train": rl}
     if config.sft.direct_steps:
         data["sft_direct"] = with_direct_answers(sft, spec.direct_fraction, seed=config.seed)
@@ -98,6 +99,19 @@ def with_response_prefix(problems: list[Problem], prefix: str) -> list[Problem]:
     """``problems`` whose prompts end with ``prefix`` (``meta.response_prefix``, which
     ``render_prompt`` writes after the assistant's turn opens)."""
     return [dataclasses.replace(p, meta={**p.meta, "response_prefix": prefix}) for p in problems]
+
+
+def with_wording_noise(problems: list[Problem], noise: float, *, seed: int) -> list[Problem]:
+    """``problems`` whose solutions' answer leads vary (``with_varied_lead``), from their own
+    random stream of ``seed``, so the rest of the data does not depend on ``noise``."""
+    if not 0.0 <= noise <= 1.0:
+        raise ConfigError(f"data.wording_noise must be in [0, 1], got {noise}")
+    if noise == 0:
+        return problems
+    rng = random.Random(f"sft-wording/{seed}")
+    return [
+        dataclasses.replace(p, solution=with_varied_lead(p.solution, rng, noise)) for p in problems
+    ]
 
 
 def with_direct_answers(problems: list[Problem], fraction: float, *, seed: int) -> list[Problem]:
@@ -150,6 +164,17 @@ def warm_start(
     finally:
         torch.set_num_threads(threads)
     return rows
+
+
+def tokenizer_problems(config: PrepareConfig, data: dict[str, list[Problem]]) -> list[Problem]:
+    """The problems whose texts the tokenizer learns: the warm start's and the RL prompts',
+    with the solutions as generated, before ``data.wording_noise`` varies their leads (the
+    variants are words the tokenizer has anyway), so the token ids, and with them the
+    initial weights, are those of the same world without the variants."""
+    if config.data.wording_noise:
+        plain = dataclasses.replace(config.data, wording_noise=0.0)
+        data = build_data(dataclasses.replace(config, data=plain))
+    return data["sft"] + data["rl_train"]
 
 
 def tokenizer_corpus(problems: list[Problem]) -> list[str]:
@@ -240,9 +265,8 @@ def prepare(
     timings["data_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    train_problems = data["sft"] + data["rl_train"]
     tokenizer = train_tokenizer(
-        tokenizer_corpus(train_problems), vocab_size=config.model.vocab_size
+        tokenizer_corpus(tokenizer_problems(config, data)), vocab_size=config.model.vocab_size
     )
     model = build_model(config.model, tokenizer, seed=config.seed)
     timings["tokenizer_s"] = time.perf_counter() - t
