@@ -31,6 +31,7 @@ from ictrepro.data.suites import stands_for
 from ictrepro.errors import DataError, RunDirError
 from ictrepro.report import build_report, score_run
 from ictrepro.report.aggregate import score_average, score_cell
+from ictrepro.report.comparisons import inactive_masks, mask_activity
 from ictrepro.report.labels import label
 from ictrepro.report.load import ProblemScores, load_run
 from ictrepro.results.paper import PAPER_DIR, PaperDataError, load_paper
@@ -568,6 +569,8 @@ def test_claims_the_positive_control_and_the_flags(tmp_path):
         and "Positive control: the planted difference is resolved" in text
     )
     assert "**Mask never acted:** STAPO (`stapo`), Random-10% (`random`)" in text
+    assert "| STAPO | 0 of 6 (0.0%) | 0% |" in report.files.markdown
+    assert "| ICT | 6 of 6 (100.0%) | 90% |" in report.files.markdown
     assert "**At chance:**" in text and "largest by chance: mean / 95%" in text
     assert "two standard deviations" not in text
     summary = report.files.summary
@@ -691,3 +694,24 @@ def test_probe_curve_starts_at_step_0_and_joins_the_probe_steps(tmp_path):
     curve = training_curves({"grpo": {0: rows}})["probe_reward"]["grpo"]
     steps, values = curve.per_seed[0]
     assert steps.tolist() == [0.0, 2.0, 3.0] and values.tolist() == [0.2, 0.3, 0.5]
+
+
+def test_mask_activity_counts_the_steps_and_the_tokens_each_mask_left_out():
+    """Steps with a share under 1 count as acting; the share left out is averaged over the
+    logged steps of every seed; GRPO (dense by definition) is not listed."""
+    trained = {
+        "grpo": {0: [{"selected_fraction": 1.0}]},
+        "stapo": {
+            0: [{"selected_fraction": 1.0}, {"selected_fraction": 0.999}],
+            1: [{"selected_fraction": 1.0}, {"selected_fraction": None}],
+        },
+        "ict": {0: [{"selected_fraction": 1.0}, {"selected_fraction": 0.1}]},
+    }
+    activity = {a.method: a for a in mask_activity(trained)}
+    assert set(activity) == {"stapo", "ict"}
+    assert (activity["stapo"].steps_acted, activity["stapo"].steps) == (1, 3)
+    assert activity["stapo"].left_out == pytest.approx(0.001 / 3)
+    assert (activity["ict"].steps_acted, activity["ict"].steps) == (1, 2)
+    assert activity["ict"].left_out == pytest.approx(0.45)
+    assert inactive_masks(trained) == []
+    assert inactive_masks({"stapo": {0: [{"selected_fraction": 1.0}]}}) == ["stapo"]

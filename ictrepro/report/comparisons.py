@@ -201,9 +201,21 @@ def minority_collapse(
     return out
 
 
-def inactive_masks(trained: Mapping[str, Mapping[int, list[dict[str, Any]]]]) -> list[str]:
-    """The sparsifying rules whose mask selected every response token at every logged step
-    of every seed: they trained exactly as GRPO did."""
+@dataclass(frozen=True)
+class MaskActivity:
+    """How a sparsifying rule's mask acted over every logged step of every seed."""
+
+    method: str
+    #: Steps whose mask left at least one response token out, of ``steps``.
+    steps_acted: int
+    steps: int
+    #: Share of the response tokens left out, mean over the steps.
+    left_out: float
+
+
+def mask_activity(trained: Mapping[str, Mapping[int, list[dict[str, Any]]]]) -> list[MaskActivity]:
+    """Per sparsifying rule (not GRPO), from ``selected_fraction`` of its ``metrics.jsonl``
+    rows: how many steps left tokens out, and how many tokens, on average."""
     out = []
     for method, runs in trained.items():
         if method in DENSE_RULES:
@@ -214,9 +226,17 @@ def inactive_masks(trained: Mapping[str, Mapping[int, list[dict[str, Any]]]]) ->
             for r in rows
             if r.get("selected_fraction") is not None
         ]
-        if shares and min(shares) >= 1.0:
-            out.append(method)
+        if shares:
+            acted = sum(share < 1.0 for share in shares)
+            left_out = 1.0 - float(np.mean(shares))
+            out.append(MaskActivity(method, acted, len(shares), left_out))
     return out
+
+
+def inactive_masks(trained: Mapping[str, Mapping[int, list[dict[str, Any]]]]) -> list[str]:
+    """The sparsifying rules whose mask selected every response token at every logged step
+    of every seed: they trained exactly as GRPO did."""
+    return [a.method for a in mask_activity(trained) if a.steps_acted == 0]
 
 
 def unchanged_from_base(comparisons: Sequence[Comparison]) -> list[str]:

@@ -598,6 +598,25 @@ def _markdown_claims(r: Report) -> list[str]:
             ),
             "",
         ]
+    if r.mask_activity:
+        out += [
+            "How often each rule's mask left response tokens out, over every logged training "
+            "step of every seed (`selected_fraction` of `metrics.jsonl`; dense warm-up steps "
+            "included):",
+            "",
+            _md_table(
+                ["method", "steps that left tokens out", "response tokens left out (mean)"],
+                [
+                    [
+                        label(a.method),
+                        f"{a.steps_acted} of {a.steps} ({PERCENT * a.steps_acted / a.steps:.1f}%)",
+                        f"{PERCENT * a.left_out:.3g}%",
+                    ]
+                    for a in r.mask_activity
+                ],
+            ),
+            "",
+        ]
     if r.inactive_masks:
         names = ", ".join(f"{label(m)} (`{m}`)" for m in r.inactive_masks)
         out += [
@@ -772,6 +791,15 @@ def build_summary(r: Report, paper: PaperNumbers, files: Sequence[str]) -> dict[
         ],
         "flags": {
             "inactive_masks": list(r.inactive_masks),
+            "mask_activity": [
+                {
+                    "method": a.method,
+                    "steps_acted": a.steps_acted,
+                    "steps": a.steps,
+                    "left_out_percent": PERCENT * a.left_out,
+                }
+                for a in r.mask_activity
+            ],
             "unchanged_from_base": list(r.unchanged),
             "at_chance": [
                 {"method": m, "benchmark": b, "p1": PERCENT * p, "chance_p1": PERCENT * c}

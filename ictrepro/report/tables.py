@@ -20,12 +20,14 @@ from ictrepro.report.aggregate import METRICS, Average, Cell, score_average, sco
 from ictrepro.report.comparisons import (
     Claim,
     Comparison,
+    MaskActivity,
     Mechanism,
     all_comparisons,
     chance_flags,
     claim_verdict,
     claims,
     inactive_masks,
+    mask_activity,
     mechanism,
     mechanism_verdicts,
     positive_control,
@@ -98,6 +100,8 @@ class Report:
     positive_control: Claim | None = None
     #: Sparsifying rules whose mask never left a token out (they trained as GRPO).
     inactive_masks: tuple[str, ...] = ()
+    #: How often each sparsifying rule's mask left tokens out, and how many.
+    mask_activity: tuple[MaskActivity, ...] = ()
     #: Trained methods with no resolved difference from the base model on any average.
     unchanged: tuple[str, ...] = ()
     #: ``(method, benchmark, P@1, chance P@1)``: multiple-choice cells not above guessing.
@@ -180,6 +184,7 @@ def score_run(
         claims=tuple(claims(comparisons, focus, present, labels=label)),
         positive_control=positive_control(comparisons),
         inactive_masks=tuple(inactive_masks(trained)),
+        mask_activity=tuple(mask_activity(trained)),
         unchanged=tuple(unchanged_from_base(comparisons)),
         at_chance=tuple(chance_flags(cells, chance_levels(benchmarks))),
         probes=tuple(probe_changes(run.run_dir, set(rows))),
