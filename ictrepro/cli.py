@@ -204,7 +204,11 @@ def check(
     pin: Path = typer.Option(
         None, "--pin", help="First copy this run's results in as results/<preset>/ (re-pin)."
     ),
-    preset: str = typer.Option("tiny", help="Preset name the pinned run belongs to."),
+    preset: str = typer.Option(
+        None,
+        help="Preset of --rerun (default: tiny, or the run --pin pins); --pin checks the run "
+        "was prepared for it.",
+    ),
     jobs: int = typer.Option(
         None, help="Worker processes the pinned run used (default: its reproduce.json)."
     ),
@@ -224,6 +228,8 @@ def check(
     if pin is not None:
         out = pin_run(pin, preset, results_dir=root, jobs=jobs)
         console.print(f"check: pinned {pin} as {out} and rewrote the manifest")
+        preset = preset or out.name
+    preset = preset or "tiny"
     problems = check_results(root)
     for problem in problems:
         err_console.print(f"[red]FAIL[/] {problem}", soft_wrap=True)  # paths stay whole

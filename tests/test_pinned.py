@@ -188,7 +188,12 @@ def test_pin_copies_a_run_and_rewrites_the_manifest(smoke_world, tmp_path, scrip
     results = tmp_path / "results"
     with pytest.raises(ResultsError, match=r"no reproduce\.json .* with --jobs"):
         pin_run(run_dir, "tiny-smoke", results_dir=results)
-    out = pin_run(run_dir, "tiny-smoke", results_dir=results, jobs=1)
+    # A run is pinned only as its own preset, never over another preset's results.
+    with pytest.raises(ResultsError, match=r"prepared for preset 'tiny-smoke', not 'tiny'"):
+        pin_run(run_dir, "tiny", results_dir=results, jobs=1)
+    assert not (results / "tiny").exists()
+    out = pin_run(run_dir, results_dir=results, jobs=1)
+    assert out == results / "tiny-smoke"
     assert check_results(results) == []
     [pinned] = read_pinned_scores("tiny-smoke", results)
     assert pinned["model"] == "base" and pinned["n_samples"] == 4

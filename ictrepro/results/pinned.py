@@ -118,16 +118,35 @@ def read_pinned_scores(preset: str, results_dir: Path = RESULTS_DIR) -> list[dic
 
 
 def pin_run(
-    run_dir: Path, preset: str, *, results_dir: Path = RESULTS_DIR, jobs: int | None = None
+    run_dir: Path,
+    preset: str | None = None,
+    *,
+    results_dir: Path = RESULTS_DIR,
+    jobs: int | None = None,
 ) -> Path:
     """Copy ``run_dir``'s results into ``results_dir/<preset>/`` and rewrite the manifest.
 
+    ``preset``: default the one the run was prepared for (``RUN/prepare.json``); a given
+    one must be that one, so a run is never pinned over another preset's results.
     ``jobs``: the worker processes the run was made with (default: its ``reproduce.json``).
     """
     import torch  # here: only pinning needs its version, and torch takes seconds to import
 
     run_dir = Path(run_dir)
     rundir = RunDir(run_dir)
+    prepare = load_record(run_dir, "prepare") or {}
+    prepared_for = prepare.get("config", {}).get("preset")
+    if prepared_for is None:
+        raise ResultsError(
+            f"{run_dir}/prepare.json is missing or names no preset; pin a run that "
+            "`ictrepro reproduce` made"
+        )
+    if preset is not None and preset != prepared_for:
+        raise ResultsError(
+            f"{run_dir} was prepared for preset {prepared_for!r}, not {preset!r}; pin it "
+            f"as results/{prepared_for}/ (leave out --preset)"
+        )
+    preset = prepared_for
     jobs = jobs or recorded_jobs(run_dir)
     if jobs is None:
         raise ResultsError(
@@ -135,7 +154,6 @@ def pin_run(
             "say how many worker processes made it with --jobs"
         )
     scores = collect_scores(run_dir)
-    prepare = load_record(run_dir, "prepare") or {}
     training = {}
     for model, folder in rundir.training_runs().items():
         record = load_record(folder, "train")
