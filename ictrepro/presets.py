@@ -138,12 +138,20 @@ FORK_EVAL = EvalSpec(
 )
 
 
-def _tiny_fork(name: str, preamble: bool) -> Preset:
+#: ``tiny-fork-rare``: each answer-lead word of a warm-start solution is one of the 8
+#: ``WORDING_VARIANTS`` with this chance, so each variant is written about once in 800
+#: leads, a probability under STAPO's tau_p (docs/tiny-world.md, "Rare wording").
+FORK_RARE_WORDING = 0.01
+
+
+def _tiny_fork(name: str, preamble: bool, wording_noise: float = 0.0) -> Preset:
     """The fork world (docs/tiny-world.md, "The fork world"): a dial turned up or down
     whose fork lies after a preamble of random length (``tiny-fork``), or, in the control
     ``tiny-fork0``, after the same preamble written into every prompt, so that every
     response of a group reaches the fork with the same context (group JS 0 there). Both
-    prepare the same base model from the same data. Evaluated per subset (problems only
+    prepare the same base model from the same data. ``tiny-fork-rare`` is ``tiny-fork``
+    whose warm start varies its answer leads' wording (``wording_noise``), so that correct
+    responses hold rare tokens for STAPO's rule. Evaluated per subset (problems only
     turning up, either way, or only turning down solves within the budget); the paper's
     five seeds."""
     prefix = "" if preamble else FORK_CONTROL_PREAMBLE
@@ -159,6 +167,7 @@ def _tiny_fork(name: str, preamble: bool) -> Preset:
             n_sft=2000,
             sft_extra=(),
             response_prefix=prefix,
+            wording_noise=wording_noise,
         ),
         sft=SFTSpec(steps=3000, threads=2),
     )
@@ -348,6 +357,9 @@ _PRESETS: dict[str, Callable[[], Preset]] = {
     "tiny-smoke": _tiny_smoke,
     "tiny-fork": lambda: _tiny_fork("tiny-fork", preamble=True),
     "tiny-fork0": lambda: _tiny_fork("tiny-fork0", preamble=False),
+    "tiny-fork-rare": lambda: _tiny_fork(
+        "tiny-fork-rare", preamble=True, wording_noise=FORK_RARE_WORDING
+    ),
     "paper-0.5b": lambda: _paper("paper-0.5b", "Qwen/Qwen2.5-0.5B"),
     "paper-1.5b": lambda: _paper("paper-1.5b", "Qwen/Qwen2.5-1.5B"),
     "paper-7b": lambda: _paper("paper-7b", "Qwen/Qwen2.5-7B"),

@@ -52,7 +52,7 @@ def test_every_preset_holds_each_stages_config(name):
         assert preset.eval == TINY_EVAL
 
 
-@pytest.mark.parametrize("name", ["tiny", "tiny-fork"])
+@pytest.mark.parametrize("name", ["tiny", "tiny-fork", "tiny-fork0", "tiny-fork-rare"])
 def test_pinned_prepare_configs_are_the_presets(name):
     """Moving the presets must not change what `prepare` builds: the pinned results record
     the hash of the prepare config they were made with (`compare` refuses another)."""
