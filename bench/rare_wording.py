@@ -42,12 +42,8 @@ def main() -> None:
     print("|---" * (len(suites) + 3) + "|")
     for run in args.runs:
         print(f"| {run} | " + " | ".join(summary(run)) + " |")
-    same = all(
-        (a / "base_model" / "tokenizer.json").read_bytes()
-        == (b / "base_model" / "tokenizer.json").read_bytes()
-        for a, b in [args.runs]
-    )
-    print(f"tokenizer.json byte-identical: {same}")
+    first, second = (run / "base_model" / "tokenizer.json" for run in args.runs)
+    print(f"tokenizer.json byte-identical: {first.read_bytes() == second.read_bytes()}")
 
 
 if __name__ == "__main__":
