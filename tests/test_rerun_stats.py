@@ -112,7 +112,7 @@ def test_identical_counts_pass_with_zero_differences():
 
 #: Per pinned reproduction, the least power against a build whose trained models lose half
 #: their pass@1. Measured (docs/regression.md): 100% on tiny, 80.9% on tiny-fork, 62.0% on
-#: tiny-fork0 and 92.4% on tiny-fork-rare; the fork worlds' seeds spread far more (the
+#: tiny-fork0 and 92.35% on tiny-fork-rare; the fork worlds' seeds spread far more (the
 #: run-to-run s.d. of tiny-fork-both is 9.3 points), so a halving of the few-percent pass@1
 #: GRPO keeps on the down-only subset hides in it more often.
 HALVED_POWER = {"tiny": 0.90, "tiny-fork": 0.75, "tiny-fork0": 0.55, "tiny-fork-rare": 0.85}
