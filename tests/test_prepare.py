@@ -297,9 +297,9 @@ def test_wording_noise_varies_only_the_answer_leads_of_the_warm_start():
     its own: the same problems, RL prompts and tests, every other character of each solution
     unchanged, as many words in each lead, the tokenizer's texts those without variants; and
     no noise, no key in the world's identity."""
-    world = prepare_preset("tiny-fork")
-    noisy = dataclasses.replace(world, data=dataclasses.replace(world.data, wording_noise=0.01))
-    assert noisy.to_json()["data"]["wording_noise"] == noisy.data.wording_noise
+    world, noisy = prepare_preset("tiny-fork"), prepare_preset("tiny-fork-rare")
+    assert noisy.data == dataclasses.replace(world.data, wording_noise=noisy.data.wording_noise)
+    assert noisy.to_json()["data"]["wording_noise"] == noisy.data.wording_noise > 0
     assert "wording_noise" not in world.to_json()["data"]
     plain, varied = build_data(world), build_data(noisy)
     assert set(plain) == set(varied)
