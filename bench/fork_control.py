@@ -87,6 +87,19 @@ def fork_means(run: LoadedRun, method: str) -> dict[str, float | None]:
     return out
 
 
+def fork_cells(run: LoadedRun, method: str) -> str:
+    """``fork_means`` of ``method`` as table cells: fork tokens selected | JS at the fork /
+    elsewhere | turned down, first -> last ten steps."""
+    f = fork_means(run, method)
+    js = (
+        f"{f['fork_js_mean']:.3f} / {f['nonfork_js_mean']:.3f}"
+        if f["fork_js_mean"] is not None
+        else "–"
+    )
+    down = f"{100 * f['down_first']:.0f}% -> {100 * f['down_last']:.1f}%"
+    return f"{100 * f['fork_selected_fraction']:.1f}% | {js} | {down}"
+
+
 def same_world(fork: Path, control: Path) -> None:
     """Stop unless both runs prepared the same base model (``world_identity``: weights,
     tokenizer and configs, by hash)."""
@@ -134,15 +147,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for x in methods:
         for variant, run in runs.items():
-            f = fork_means(run, x)
-            js = (
-                f"{f['fork_js_mean']:.3f} / {f['nonfork_js_mean']:.3f}"
-                if f["fork_js_mean"] is not None
-                else "–"
-            )
-            selected = f"{100 * f['fork_selected_fraction']:.1f}%"
-            down = f"{100 * f['down_first']:.0f}% -> {100 * f['down_last']:.0f}%"
-            print(f"| {x} | {variant} | {selected} | {js} | {down} |")
+            print(f"| {x} | {variant} | {fork_cells(run, x)} |")
 
 
 if __name__ == "__main__":

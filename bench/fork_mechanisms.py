@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fork_control import fork_means  # bench/ is the script's own folder
+from fork_control import fork_cells  # bench/ is the script's own folder
 
 from ictrepro.report.load import load_run
 
@@ -28,14 +28,7 @@ def main() -> None:
     print("| method | fork tokens selected | JS at fork / elsewhere (nats) | turned down, first -> last 10 steps |")  # fmt: skip
     print("|---|---|---|---|")
     for method in methods:
-        f = fork_means(run, method)
-        js = (
-            f"{f['fork_js_mean']:.3f} / {f['nonfork_js_mean']:.3f}"
-            if f["fork_js_mean"] is not None
-            else "–"
-        )
-        down = f"{100 * f['down_first']:.0f}% -> {100 * f['down_last']:.1f}%"
-        print(f"| {method} | {100 * f['fork_selected_fraction']:.1f}% | {js} | {down} |")
+        print(f"| {method} | {fork_cells(run, method)} |")
 
 
 if __name__ == "__main__":
