@@ -31,7 +31,7 @@ from ictrepro.data.suites import stands_for
 from ictrepro.errors import DataError, RunDirError
 from ictrepro.report import build_report, score_run
 from ictrepro.report.aggregate import score_average, score_cell
-from ictrepro.report.comparisons import inactive_masks, mask_activity
+from ictrepro.report.comparisons import mask_activity
 from ictrepro.report.labels import label
 from ictrepro.report.load import ProblemScores, load_run
 from ictrepro.results.paper import PAPER_DIR, PaperDataError, load_paper
@@ -713,5 +713,6 @@ def test_mask_activity_counts_the_steps_and_the_tokens_each_mask_left_out():
     assert activity["stapo"].left_out == pytest.approx(0.001 / 3)
     assert (activity["ict"].steps_acted, activity["ict"].steps) == (1, 2)
     assert activity["ict"].left_out == pytest.approx(0.45)
-    assert inactive_masks(trained) == []
-    assert inactive_masks({"stapo": {0: [{"selected_fraction": 1.0}]}}) == ["stapo"]
+    assert not any(a.never_acted for a in activity.values())
+    [dense] = mask_activity({"stapo": {0: [{"selected_fraction": 1.0}]}})
+    assert dense.method == "stapo" and dense.never_acted

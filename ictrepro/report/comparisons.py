@@ -212,6 +212,11 @@ class MaskActivity:
     #: Share of the response tokens left out, mean over the steps.
     left_out: float
 
+    @property
+    def never_acted(self) -> bool:
+        """Selected every response token at every step: the rule trained as GRPO did."""
+        return self.steps_acted == 0
+
 
 def mask_activity(trained: Mapping[str, Mapping[int, list[dict[str, Any]]]]) -> list[MaskActivity]:
     """Per sparsifying rule (not GRPO), from ``selected_fraction`` of its ``metrics.jsonl``
@@ -231,12 +236,6 @@ def mask_activity(trained: Mapping[str, Mapping[int, list[dict[str, Any]]]]) -> 
             left_out = 1.0 - float(np.mean(shares))
             out.append(MaskActivity(method, acted, len(shares), left_out))
     return out
-
-
-def inactive_masks(trained: Mapping[str, Mapping[int, list[dict[str, Any]]]]) -> list[str]:
-    """The sparsifying rules whose mask selected every response token at every logged step
-    of every seed: they trained exactly as GRPO did."""
-    return [a.method for a in mask_activity(trained) if a.steps_acted == 0]
 
 
 def unchanged_from_base(comparisons: Sequence[Comparison]) -> list[str]:

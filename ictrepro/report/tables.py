@@ -26,7 +26,6 @@ from ictrepro.report.comparisons import (
     chance_flags,
     claim_verdict,
     claims,
-    inactive_masks,
     mask_activity,
     mechanism,
     mechanism_verdicts,
@@ -98,8 +97,6 @@ class Report:
     mechanism_verdicts: dict[str, str] | None = None
     claims: tuple[Claim, ...] = ()
     positive_control: Claim | None = None
-    #: Sparsifying rules whose mask never left a token out (they trained as GRPO).
-    inactive_masks: tuple[str, ...] = ()
     #: How often each sparsifying rule's mask left tokens out, and how many.
     mask_activity: tuple[MaskActivity, ...] = ()
     #: Trained methods with no resolved difference from the base model on any average.
@@ -109,6 +106,11 @@ class Report:
     #: Each training run's probe reward, first probe against last, paired by problem.
     probes: tuple[ProbeChange, ...] = ()
     files: ReportFiles | None = None
+
+    @property
+    def inactive_masks(self) -> tuple[str, ...]:
+        """Sparsifying rules whose mask never left a token out (they trained as GRPO)."""
+        return tuple(a.method for a in self.mask_activity if a.never_acted)
 
 
 def score_run(
@@ -183,7 +185,6 @@ def score_run(
         mechanism_verdicts=mechanism_verdicts(mech, comparisons, focus),
         claims=tuple(claims(comparisons, focus, present, labels=label)),
         positive_control=positive_control(comparisons),
-        inactive_masks=tuple(inactive_masks(trained)),
         mask_activity=tuple(mask_activity(trained)),
         unchanged=tuple(unchanged_from_base(comparisons)),
         at_chance=tuple(chance_flags(cells, chance_levels(benchmarks))),
