@@ -7,13 +7,18 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from ictrepro.evaluate.paired import paired_difference
 from ictrepro.evaluate.passk import pass_at_k
 from ictrepro.evaluate.power import (
+    MAX_SEEDS,
+    Components,
     components,
     detectable,
+    detectable_unlimited_seeds,
     passk_sampling_variance,
+    seeds_to_resolve,
     variance_of_mean,
 )
 
@@ -107,3 +112,67 @@ def test_more_samples_shrink_only_the_sampling_part():
     one = components(a, [np.zeros((1, J))], rates, [np.zeros((1, J))], n=4, k=4)
     assert one.models == 1 and one.sampling == pytest.approx(c.sampling)
     assert one.sampling_at(16) == pytest.approx(np.mean(per_problem))
+
+
+def _hand_components(seed: float, problem: float, residual: float, *, S=5, K=3, J=48.0):
+    return Components(seed, problem, residual, 0.0, K, J, S, 16, 4, 2, np.empty(0))
+
+
+def test_seeds_to_resolve_by_hand():
+    """Only a seed component: Var(D) = seed / S at S - 1 degrees of freedom, so the
+    detectable difference is (t_0.975 + t_0.8; S - 1) * sqrt(seed / S), computed here
+    by hand; the answer is the first S where it is at most the target."""
+    c = _hand_components(seed=0.01, problem=0.0, residual=0.0)
+
+    def by_hand(S):
+        t = stats.t.ppf(0.975, S - 1) + stats.t.ppf(0.8, S - 1)
+        return t * math.sqrt(0.01 / S)
+
+    target = 0.0458
+    expected = next(S for S in range(2, 200) if by_hand(S) <= target)
+    assert by_hand(expected - 1) > target  # the search has a real boundary
+    assert seeds_to_resolve(c, target) == expected
+    assert detectable(c, S=expected, J=48, n=16) == pytest.approx(by_hand(expected), rel=1e-9)
+    # More than MAX_SEEDS: None.
+    assert seeds_to_resolve(c, by_hand(MAX_SEEDS + 5)) is None
+    assert seeds_to_resolve(c, by_hand(MAX_SEEDS + 5), max_seeds=MAX_SEEDS + 5) == MAX_SEEDS + 5
+
+
+def test_the_problem_term_is_a_floor_no_number_of_seeds_gets_below():
+    """With unlimited seeds only problem / (K J) is left, at K (J - 1) degrees of freedom:
+    a target below that floor is never resolved, one above it is."""
+    c = _hand_components(seed=0.002, problem=0.05, residual=0.1)
+    floor = (stats.t.ppf(0.975, 3 * 47) + stats.t.ppf(0.8, 3 * 47)) * math.sqrt(0.05 / 144)
+    assert detectable_unlimited_seeds(c) == pytest.approx(floor, rel=1e-6)
+    assert seeds_to_resolve(c, 0.99 * floor) is None
+    assert seeds_to_resolve(c, 1.2 * floor) is not None
+    assert all(detectable(c, S=S, J=48, n=16) > floor for S in (2, 5, 64))
+
+
+def test_seeds_to_resolve_needs_a_known_seed_spread_and_a_positive_target():
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        seeds_to_resolve(_hand_components(0.01, 0.01, 0.01, S=1), 0.05)
+    with pytest.raises(ValueError, match="target must be > 0"):
+        seeds_to_resolve(_hand_components(0.01, 0.01, 0.01), 0.0)
+
+
+def test_components_without_rates_project_seeds_at_the_runs_own_n_only():
+    """Without success rates the residual is not split: the same seed, problem and
+    residual, the same figure at the run's design as the paired interval's, and no
+    projection to another n."""
+    rng = np.random.default_rng(4)
+    a, b = _design(rng, S=5, K=3, J=48, seed_sd=0.04, problem_sd=0.15, res_sd=0.3)
+    zeros = [np.zeros((5, 48))] * 3
+    split = components(a, b, zeros, zeros, n=16, k=4)
+    whole = components(a, b, None, None, n=16, k=4)
+    assert (whole.seed, whole.problem, whole.residual) == (
+        split.seed,
+        split.problem,
+        split.residual,
+    )
+    assert whole.sampling == 0.0 and whole.interaction == whole.residual
+    own = detectable(whole, S=5, J=48, n=16)
+    assert own == pytest.approx(paired_difference(a, b).detectable, rel=1e-9)
+    assert seeds_to_resolve(whole, own) == 5  # the run's own figure needs its own seeds
+    with pytest.raises(ValueError, match="without success rates"):
+        whole.sampling_at(4)

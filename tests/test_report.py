@@ -579,6 +579,56 @@ def test_claims_the_positive_control_and_the_flags(tmp_path):
     assert all(c["detectable_80"] >= c["half_width"] for c in summary["claims"])
 
 
+def test_claims_say_how_many_seeds_would_resolve_the_papers_gain(tmp_path):
+    """Each claim carries its comparison's variance components: at the run's own design
+    they give the paired interval's 80% figure (where no component is estimated at 0), and
+    the report projects from them the seeds that would resolve the paper's headline gain
+    (4.58 points), in report.md and summary.json alike."""
+    from ictrepro.evaluate.power import detectable, seeds_to_resolve
+    from ictrepro.results.paper import load_paper
+
+    benches = ("tiny-gsm8k", "tiny-aime24")
+    correct = {"base": {b: [2] * 8 for b in benches}}
+    for s in (0, 1, 2):
+        # ICT fails the first 2 + s problems (a problem and a seed effect); the other rules
+        # one problem that moves with the seed.
+        correct[f"ict-seed{s}"] = {b: [0 if j < 2 + s else 2 for j in range(8)] for b in benches}
+        for i, method in enumerate(("stapo", "random")):
+            counts = [0 if j == 7 - (s + i) % 3 else 3 for j in range(8)]
+            correct[f"{method}-seed{s}"] = {b: counts for b in benches}
+        # The planted difference: each GRPO seed solves one more problem, a different one.
+        correct[f"grpo-seed{s}"] = {b: [2 + (j == s) for j in range(8)] for b in benches}
+        correct[f"grpo-lr4-seed{s}"] = {b: [2] * 8 for b in benches}
+    (tmp_path / "r").mkdir()
+    report, _ = build(make_run(tmp_path / "r", correct=correct))
+    target = load_paper().gains.headline_mean / 100
+    summary = {(c["a"], c["b"]): c for c in report.files.summary["claims"]}
+    assert report.positive_control is not None
+    for claim in (*report.claims, report.positive_control):
+        c = claim.components
+        assert c is not None and c.S == 3 and claim.seeds_known
+        needed = claim.seeds_to_resolve(target)
+        assert needed == seeds_to_resolve(c, target)
+        assert summary[claim.a, claim.b]["seeds_to_resolve_paper_gain"] == needed
+        assert summary[claim.a, claim.b]["detectable_80_unlimited_seeds"] == pytest.approx(
+            100 * claim.floor
+        )
+    for claim in report.claims:
+        c = claim.components
+        assert c.seed > 0 and c.problem > 0
+        own = detectable(c, S=c.S, J=c.J, n=c.n)
+        assert own == pytest.approx(claim.diff.detectable, rel=1e-9)
+        # Their problem spread alone exceeds 4.58 points: no number of seeds does it.
+        assert claim.floor > target and claim.seeds_to_resolve(target) is None
+    assert "none (" in report.files.markdown
+    # The planted difference varies only within seeds, not with the seed or the problem
+    # on average: a few seeds more than the run's resolve 4.58 points.
+    needed = report.positive_control.seeds_to_resolve(target)
+    assert needed is not None and needed > report.positive_control.components.S
+    assert "| seeds to resolve 4.58 |" in report.files.markdown
+    assert f"| {needed} | **" in report.files.markdown
+
+
 def test_the_sparsity_control_is_compared_once_when_also_named_a_baseline(tmp_path):
     """``compare`` of a new rule against pinned baselines that include the random control:
     one comparison per pair, not the control twice."""

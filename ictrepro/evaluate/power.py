@@ -79,6 +79,11 @@ class Components:
         """The sampling part of the residual with ``n`` samples per problem."""
         if n == self.n:
             return self.sampling
+        if self.rates.size == 0:
+            raise ValueError(
+                f"these components were estimated without success rates, so the residual "
+                f"cannot be projected from n = {self.n} to n = {n} samples"
+            )
         return self.models * _mean_sampling(self.rates, n, self.k)
 
 
@@ -90,8 +95,8 @@ def _mean_sampling(rates: np.ndarray, n: int, k: int) -> float:
 def components(
     a: Sequence[np.ndarray],
     b: Sequence[np.ndarray],
-    rates_a: Sequence[np.ndarray],
-    rates_b: Sequence[np.ndarray],
+    rates_a: Sequence[np.ndarray] | None,
+    rates_b: Sequence[np.ndarray] | None,
     *,
     n: int,
     k: int,
@@ -99,7 +104,8 @@ def components(
     """Variance components of ``a - b`` (per benchmark ``[S, J_b]`` pass@k scores; ``b``
     may be one row against ``S >= 2``, as the base model is) and the sampling variance
     their ``n`` samples imply (``rates_*``: per benchmark, success rates c / n of the same
-    shapes)."""
+    shapes). Without rates (None) the residual is not split: such components project
+    to other seeds and problems, but only at the run's own ``n``."""
     diffs = [
         np.asarray(x, np.float64) - np.asarray(y, np.float64) for x, y in zip(a, b, strict=True)
     ]
@@ -118,10 +124,12 @@ def components(
     seed = max(0.0, float(seed_means.var(ddof=1)) - residual / (K * J)) if S > 1 else 0.0
     # One model against every seed (the base): its sampling noise is the same for every
     # seed, so it is part of the problem term, and only A's varies in the residual.
-    one_model = S > 1 and all(np.shape(y)[0] == 1 for y in rates_b)
+    one_model = S > 1 and all(np.shape(y)[0] == 1 for y in b)
+    models = 1 if one_model else 2
+    if rates_a is None or rates_b is None:
+        return Components(seed, problem, residual, 0.0, K, J, S, n, k, models, np.empty(0))
     varying = [*rates_a] if one_model else [*rates_a, *rates_b]
     rates = np.concatenate([np.ravel(r) for r in varying])
-    models = 1 if one_model else 2
     sampling = models * _mean_sampling(rates, n, k)
     return Components(seed, problem, residual, sampling, K, J, S, n, k, models, rates)
 
@@ -160,3 +168,37 @@ def detectable(
     """The smallest true difference a design resolves with ``power`` (fraction)."""
     var, df = variance_of_mean(c, S=S, J=J, n=n)
     return detectable_difference(math.sqrt(var), df, confidence=confidence, power=power)
+
+
+def detectable_unlimited_seeds(c: Components) -> float:
+    """The difference the design of ``c`` (its problems and samples) resolves with 80%
+    power as the number of seeds grows without bound: the seed and residual terms vanish
+    and the problem term, which only more problems divide, is left."""
+    return detectable(c, S=_UNLIMITED, J=c.J, n=c.n)
+
+
+#: A number of seeds that stands for "unlimited" (every 1/S term is then negligible).
+_UNLIMITED = 10**9
+#: The most training seeds :func:`seeds_to_resolve` considers.
+MAX_SEEDS = 64
+
+
+def seeds_to_resolve(c: Components, target: float, *, max_seeds: int = MAX_SEEDS) -> int | None:
+    """The fewest training seeds with which the design of ``c`` (its benchmarks, problems
+    and samples per problem) resolves a true difference of ``target`` (a fraction) with 80%
+    power; None when more than ``max_seeds`` would be needed.
+
+    Needs components estimated from at least 2 seeds: with one the seed variance, which
+    more seeds divide, is unknown (a ``ValueError``).
+    """
+    if c.S < 2:
+        raise ValueError(f"the seed variance needs at least 2 seeds, these components have {c.S}")
+    if target <= 0:
+        raise ValueError(f"target must be > 0, got {target!r}")
+    if detectable_unlimited_seeds(c) > target:
+        return None
+    # The detectable difference falls with S: fewer variance and more degrees of freedom.
+    for S in range(2, max_seeds + 1):
+        if detectable(c, S=S, J=c.J, n=c.n) <= target:
+            return S
+    return None

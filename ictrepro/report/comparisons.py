@@ -10,7 +10,9 @@
 - The claims, one per comparison: the focus method's P@4 above each baseline and above the
   random control of the same mask size (the sparsity control: a gain that the random mask
   also has is sparsity, not the rule). Each is "reproduced" (interval above 0),
-  "contradicted" (below 0) or "not resolved", with the difference resolvable at 80% power.
+  "contradicted" (below 0) or "not resolved", with the difference resolvable at 80% power
+  and the variance components it rests on (``ictrepro.evaluate.power``), from which the
+  report projects how many seeds would resolve the paper's headline gain.
 - The positive control: GRPO against GRPO at a quarter of the learning rate
   (``grpo-lr4``), a planted difference the instrument must resolve; if it does not, the
   comparisons of the run cannot be trusted to find anything.
@@ -33,6 +35,12 @@ import numpy as np
 from scipy import stats
 
 from ictrepro.evaluate.paired import PairedDifference, paired_difference
+from ictrepro.evaluate.power import (
+    Components,
+    components,
+    detectable_unlimited_seeds,
+    seeds_to_resolve,
+)
 from ictrepro.report.aggregate import METRICS, Average, Cell
 from ictrepro.report.load import BASE, Seed
 
@@ -57,6 +65,8 @@ class Comparison:
     diffs: dict[str, PairedDifference]
     #: ``[metric]``: the paired difference on each of ``benchmarks`` alone.
     per_benchmark: dict[str, tuple[PairedDifference, ...]] = field(default_factory=dict)
+    #: ``[metric]``: the variance components of ``diffs[metric]`` (residual not split).
+    components: dict[str, Components] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,27 @@ class Claim:
     b: str
     metric: str
     diff: PairedDifference | None
+    #: The variance components behind ``diff`` (None when not tested).
+    components: Components | None = None
+
+    @property
+    def seeds_known(self) -> bool:
+        """Whether the seed variance is known (components from two seeds or more)."""
+        return self.components is not None and self.components.S >= 2
+
+    def seeds_to_resolve(self, target: float) -> int | None:
+        """Training seeds with which this run's design (its problems and samples per
+        problem) resolves a true difference of ``target`` (fraction) with 80% power; None
+        when more than ``MAX_SEEDS`` or the seed variance is not known (``seeds_known``)."""
+        if not self.seeds_known:
+            return None
+        return seeds_to_resolve(self.components, target)
+
+    @property
+    def floor(self) -> float | None:
+        """The 80%-power difference with unlimited seeds at this design's problems (what
+        no number of seeds gets below); None when the seed variance is not known."""
+        return detectable_unlimited_seeds(self.components) if self.seeds_known else None
 
     @property
     def verdict(self) -> str:
@@ -106,7 +137,7 @@ def compare(
     paired_seeds = list(seeds[a]) if one_model else [s for s in seeds[a] if s in seeds[b]]
     if not shared or not paired_seeds:
         return None
-    diffs, per_benchmark = {}, {}
+    diffs, per_benchmark, parts = {}, {}, {}
     for metric in METRICS:
         xs, ys = [], []
         for bench in shared:
@@ -121,7 +152,9 @@ def compare(
         per_benchmark[metric] = tuple(
             paired_difference([x], [y]) for x, y in zip(xs, ys, strict=True)
         )
-    return Comparison(a, b, tuple(shared), tuple(paired_seeds), diffs, per_benchmark)
+        # n and k only label the components: without rates they project at this design's n.
+        parts[metric] = components(xs, ys, None, None, n=0, k=0)
+    return Comparison(a, b, tuple(shared), tuple(paired_seeds), diffs, per_benchmark, parts)
 
 
 def all_comparisons(
@@ -159,18 +192,25 @@ def _find(comparisons: Sequence[Comparison], a: str, b: str, metric: str):
     return next((c.diffs[metric] for c in comparisons if (c.a, c.b) == (a, b)), None)
 
 
+def _claim(comparisons: Sequence[Comparison], text: str, a: str, b: str, metric: str) -> Claim:
+    found = next((c for c in comparisons if (c.a, c.b) == (a, b)), None)
+    if found is None:
+        return Claim(text, a, b, metric, None)
+    return Claim(text, a, b, metric, found.diffs[metric], found.components.get(metric))
+
+
 def claims(
     comparisons: Sequence[Comparison], focus: str, baselines: Sequence[str], labels: Any = str
 ) -> list[Claim]:
     """The focus method's P@4 above each baseline and above the sparsity control."""
     return [
-        Claim(
+        _claim(
+            comparisons,
             f"{labels(focus)}'s P@4 above {labels(b)}'s"
             + (" (the sparsity control)" if b == SPARSITY_CONTROL else ""),
             focus,
             b,
             "p4",
-            _find(comparisons, focus, b, "p4"),
         )
         for b in (*baselines, SPARSITY_CONTROL)
     ]
@@ -178,11 +218,9 @@ def claims(
 
 def positive_control(comparisons: Sequence[Comparison]) -> Claim | None:
     """The planted difference (GRPO above GRPO at lr/4 on P@1), when both were run."""
-    diff = _find(comparisons, *POSITIVE_CONTROL, "p1")
-    if diff is None:
-        return None
-    return Claim("GRPO's P@1 above GRPO's at a quarter of the learning rate", *POSITIVE_CONTROL,
-                 "p1", diff)  # fmt: skip
+    text = "GRPO's P@1 above GRPO's at a quarter of the learning rate"
+    found = _claim(comparisons, text, *POSITIVE_CONTROL, "p1")
+    return None if found.diff is None else found
 
 
 def minority_collapse(

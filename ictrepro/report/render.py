@@ -16,6 +16,7 @@ from rich.table import Table
 
 from ictrepro.evaluate.aggregate import SeedAggregate
 from ictrepro.evaluate.paired import PairedDifference
+from ictrepro.evaluate.power import MAX_SEEDS
 from ictrepro.report.aggregate import METRICS, PERCENT, Average, Cell
 from ictrepro.report.comparisons import Claim, expected_maximum, minority_collapse
 from ictrepro.report.gains import Gain
@@ -145,6 +146,13 @@ def definitions(focus: str, n_benchmarks: int) -> dict[str, str]:
             "the largest of several noisy differences, it is biased upwards."
         ),
         "best_baseline": "best baseline = the baseline with the highest average Total.",
+        "seeds_to_resolve_paper_gain": (
+            "seeds to resolve the paper's gain = the fewest training seeds with which this "
+            "run's design (its problems and samples per problem) resolves a true difference of "
+            "the paper's headline gain with 80% power, projected from the comparison's own "
+            f"seed, problem and residual variance; null above {MAX_SEEDS} seeds or with one "
+            "seed (its spread unknown)."
+        ),
     }
 
 
@@ -260,7 +268,7 @@ def render_markdown(report: Report, paper: PaperNumbers, plots: dict[str, Path])
     out += _markdown_learning(r)
     out += _markdown_overview(r, paper)
     out += _markdown_gains(r, paper, defs)
-    out += _markdown_paired(r)
+    out += _markdown_paired(r, paper.gains.headline_mean / PERCENT)
     out += _markdown_mechanism(r)
     out += _markdown_paper(paper)
     out += ["## Plots", ""]
@@ -474,7 +482,9 @@ def paired_json(d: PairedDifference) -> dict[str, Any]:
     }
 
 
-def _markdown_paired(r: Report) -> list[str]:
+def _markdown_paired(r: Report, target: float) -> list[str]:
+    """The paired table, the paper's claim and the claims (``target``: the paper's headline
+    gain, a fraction, which the claims table says how many seeds would resolve)."""
     f = label(r.focus)
     out = [
         "## Paired comparisons (percentage points)",
@@ -518,22 +528,35 @@ def _markdown_paired(r: Report) -> list[str]:
         f"averages table, at every model size). **Here: {r.claim}.**",
         "",
     ]
-    return out + _markdown_claims(r)
+    return out + _markdown_claims(r, target)
 
 
-def _claim_row(c: Claim) -> list[str]:
+def _seeds_needed_text(c: Claim, target: float) -> str:
+    if not c.seeds_known:
+        return "–"
+    needed = c.seeds_to_resolve(target)
+    if needed is not None:
+        return str(needed)
+    floor = c.floor
+    if floor is not None and floor > target:
+        return f"none ({PERCENT * floor:.2f} with unlimited seeds)"
+    return f"> {MAX_SEEDS}"
+
+
+def _claim_row(c: Claim, target: float) -> list[str]:
     d = c.diff
     if d is None:
-        return [c.text, "–", "–", "not tested"]
+        return [c.text, "–", "–", "–", "not tested"]
     return [
         c.text,
         _interval_text(d),
         f"{PERCENT * d.detectable:.2f}",
+        _seeds_needed_text(c, target),
         f"**{c.verdict}**",
     ]
 
 
-def _markdown_claims(r: Report) -> list[str]:
+def _markdown_claims(r: Report, target: float) -> list[str]:
     out = [
         "## Verdicts per claim (percentage points)",
         "",
@@ -544,11 +567,23 @@ def _markdown_claims(r: Report) -> list[str]:
         "comes from updating fewer tokens, not from which tokens.",
         "",
     ]
-    rows = [_claim_row(c) for c in r.claims]
+    rows = [_claim_row(c, target) for c in r.claims]
     if r.positive_control is not None:
-        rows.append(_claim_row(r.positive_control))
-    header = ["claim", "difference [95% interval]", "detectable (80%)", "verdict"]
+        rows.append(_claim_row(r.positive_control, target))
+    points = f"{PERCENT * target:.2f}"
+    header = ["claim", "difference [95% interval]", "detectable (80%)",
+              f"seeds to resolve {points}", "verdict"]  # fmt: skip
     out += [_md_table(header, rows), ""] if rows else ["No claim was tested.", ""]
+    if rows:
+        out += [
+            f"*Seeds to resolve {points}*: how many training seeds this run's design (its "
+            f"problems and samples per problem) would need to resolve a true difference of "
+            f"{points} points (the paper's headline gain) with 80% power, projected from this "
+            "comparison's own seed, problem and residual variance (`ictrepro/evaluate/power.py`,"
+            " docs/power.md); – with one seed, whose spread is unknown. *None*: even "
+            "unlimited seeds leave the problem term, which only more problems shrink, above it.",
+            "",
+        ]
     pc = r.positive_control
     if pc is None:
         out += [
@@ -737,6 +772,7 @@ def _markdown_paper(paper: PaperNumbers) -> list[str]:
 def build_summary(r: Report, paper: PaperNumbers, files: Sequence[str]) -> dict[str, Any]:
     """Every number of the report, machine-readable (scores in percent, gains in points);
     ``files``: the names of the files written, relative to the report's folder."""
+    target = paper.gains.headline_mean / PERCENT
     return {
         "schema": 1,
         "run_dir": str(r.run_dir),
@@ -786,6 +822,8 @@ def build_summary(r: Report, paper: PaperNumbers, files: Sequence[str]) -> dict[
                 "metric": c.metric,
                 "verdict": c.verdict,
                 **({} if c.diff is None else paired_json(c.diff)),
+                "seeds_to_resolve_paper_gain": c.seeds_to_resolve(target),
+                "detectable_80_unlimited_seeds": None if c.floor is None else PERCENT * c.floor,
             }
             for c in (*r.claims, *([r.positive_control] if r.positive_control else []))
         ],
