@@ -7,7 +7,8 @@ SCORES is a run directory (its score records) or a pinned ``scores.jsonl``
 (``results/<preset>/scores.jsonl``). Prints the variance components of the paired
 difference A - B of the average pass@k over the run's benchmarks
 (``ictrepro/evaluate/power.py``), the difference the run's own design resolves with 80%
-power, and the same for other designs (seeds, problems per benchmark, samples per
+power, how many seeds would resolve ``--target`` at the run's problems and samples (the
+report's "seeds to resolve" column) or the floor unlimited seeds leave, and the same for other designs (seeds, problems per benchmark, samples per
 problem), marking those that resolve ``--target`` points. Not a test: it only prints;
 docs/power.md quotes it.
 """
@@ -21,7 +22,14 @@ from pathlib import Path
 import numpy as np
 
 from ictrepro.evaluate.passk import pass_at_k
-from ictrepro.evaluate.power import components, detectable, variance_of_mean
+from ictrepro.evaluate.power import (
+    MAX_SEEDS,
+    components,
+    detectable,
+    detectable_unlimited_seeds,
+    seeds_to_resolve,
+    variance_of_mean,
+)
 
 
 def read_scores(path: Path) -> list[dict]:
@@ -82,6 +90,15 @@ def main() -> None:
     own = detectable(c, S=c.S, J=c.J, n=c.n)
     print(f"the run's own design: se {pts * var**0.5:.2f} points, df {df:.1f}, "
           f"detectable at 80% power {pts * own:.2f} points")  # fmt: skip
+    floor = detectable_unlimited_seeds(c)
+    needed = seeds_to_resolve(c, args.target / pts)
+    if needed is not None:
+        verdict = f"{needed} seeds resolve {args.target:g} points"
+    elif floor > args.target / pts:
+        verdict = f"no number of seeds resolves {args.target:g} points"
+    else:
+        verdict = f"more than {MAX_SEEDS} seeds needed for {args.target:g} points"
+    print(f"at these problems and samples: {verdict}; unlimited seeds: {pts * floor:.2f} points")
     print()
     print(
         f"| seeds | problems per benchmark | samples per problem | detectable (80%), points | resolves {args.target:g}? |"
