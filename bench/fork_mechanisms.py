@@ -21,13 +21,17 @@ from ictrepro.report.load import load_run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path)
-    parser.add_argument("--methods", default="grpo,entropy,stapo,ict,random,grpo-lr4")
+    parser.add_argument(
+        "--methods",
+        default="grpo,entropy,stapo,ict,random,grpo-lr4",
+        help="Methods to show, those the run trained (default: every method of the fork presets).",
+    )
     args = parser.parse_args()
     methods = args.methods.split(",")
     run = load_run(args.run, methods)
     print("| method | fork tokens selected | JS at fork / elsewhere (nats) | turned down, first -> last 10 steps |")  # fmt: skip
     print("|---|---|---|---|")
-    for method in methods:
+    for method in (m for m in methods if m in run.trained):
         print(f"| {method} | {fork_cells(run, method)} |")
 
 
