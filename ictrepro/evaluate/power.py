@@ -33,6 +33,11 @@ from scipy import stats
 from ictrepro.evaluate.paired import CONFIDENCE, POWER, detectable_difference
 from ictrepro.evaluate.passk import pass_at_k
 
+#: The most training seeds :func:`seeds_to_resolve` considers.
+MAX_SEEDS = 64
+#: A number of seeds that stands for "unlimited" (every 1/S term is then negligible).
+_UNLIMITED = 10**9
+
 
 @lru_cache(maxsize=4096)
 def _estimates(n: int, k: int) -> np.ndarray:
@@ -175,12 +180,6 @@ def detectable_unlimited_seeds(c: Components) -> float:
     power as the number of seeds grows without bound: the seed and residual terms vanish
     and the problem term, which only more problems divide, is left."""
     return detectable(c, S=_UNLIMITED, J=c.J, n=c.n)
-
-
-#: A number of seeds that stands for "unlimited" (every 1/S term is then negligible).
-_UNLIMITED = 10**9
-#: The most training seeds :func:`seeds_to_resolve` considers.
-MAX_SEEDS = 64
 
 
 def seeds_to_resolve(c: Components, target: float, *, max_seeds: int = MAX_SEEDS) -> int | None:
