@@ -9,13 +9,15 @@ A,B --seeds 5,6,...``; it also evaluates the base model again, which must score 
 count as the pinned one). Prints, for P@1 and P@4 of the average over the benchmarks: the
 paired difference A - B on the pinned seeds, on the new seeds and on all of them, each
 with its 80%-power figure; the figure the pinned seeds' variance components projected for
-all the seeds; and each seed's average for A and B. Not a test: it only prints;
-docs/power.md quotes it.
+all the seeds; each seed's average for A and B; and, for the seeds RUN trained, each
+seed's average P@4 beside its last probe reward (the training problems), correlated. Not a
+test: it only prints; docs/power.md and docs/tiny-world.md quote it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +135,34 @@ def main() -> None:
         for m, v in per_seed.items():
             values = ", ".join(f"{PTS * x:.1f}" for x in v)
             print(f"- {m}: {values} (mean {PTS * v.mean():.1f}, sd {PTS * v.std(ddof=1):.1f})")
+    print("\nthe seed spread and training on the RL problems (seeds trained in RUN):")
+    for m in (args.a, args.b):
+        probe_correlation(args.run, rows, m, sorted(new))
+
+
+def probe_end(run: Path, method: str, seed: int) -> float | None:
+    """The last probe reward a training run of ``run`` logged (None without one)."""
+    path = run / "train" / f"{method}-seed{seed}" / "metrics.jsonl"
+    if not path.exists():
+        return None
+    probes = [r["probe_reward"] for r in map(json.loads, path.read_text().splitlines())
+              if r.get("probe_reward") is not None]  # fmt: skip
+    return probes[-1] if probes else None
+
+
+def probe_correlation(run: Path, rows: list[dict], method: str, seeds: list[int]) -> None:
+    """Per seed trained in ``run``: average P@4 against the last probe reward (training
+    problems), and their correlation: how much of the seed spread is how far training
+    moved the model on its own problems."""
+    scores, _, _ = matrices(only(rows, set(seeds)), method, 4)
+    p4 = np.mean([s.mean(axis=1) for s in scores.values()], axis=0)
+    probes = [probe_end(run, method, s) for s in seeds]
+    if any(x is None for x in probes):
+        return
+    r = np.corrcoef(p4, probes)[0, 1]
+    pairs = ", ".join(f"{PTS * a:.1f}/{PTS * b:.1f}" for a, b in zip(p4, probes, strict=True))
+    print(f"- {method}, seeds {seeds[0]}-{seeds[-1]}: average P@4 / last probe reward (percent) "
+          f"{pairs}; correlation {r:+.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":
