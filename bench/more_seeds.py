@@ -21,12 +21,11 @@ import json
 from pathlib import Path
 
 import numpy as np
-from power import matrices, read_scores  # bench/ is the script's own folder
+from power import matrices, paired_components, read_scores  # bench/ is the script's own folder
 
 from ictrepro.evaluate.paired import paired_difference
 from ictrepro.evaluate.power import (
     MAX_SEEDS,
-    components,
     detectable,
     detectable_unlimited_seeds,
     seeds_to_resolve,
@@ -55,11 +54,7 @@ def only(rows: list[dict], seeds: set[int]) -> list[dict]:
 
 
 def pair(rows: list[dict], a: str, b: str, k: int):
-    sa, ra, n = matrices(rows, a, k)
-    sb, rb, _ = matrices(rows, b, k)
-    benches = sorted(set(sa) & set(sb))
-    xs, ys = [sa[x] for x in benches], [sb[x] for x in benches]
-    c = components(xs, ys, [ra[x] for x in benches], [rb[x] for x in benches], n=n, k=k)
+    _, xs, ys, c = paired_components(rows, a, b, k)
     return paired_difference(xs, ys), c
 
 

@@ -57,6 +57,17 @@ def matrices(rows: list[dict], method: str, k: int) -> tuple[dict, dict, int]:
     return scores, rates, n
 
 
+def paired_components(rows: list[dict], a: str, b: str, k: int):
+    """``(benchmarks, A's and B's [S, J] pass@k per benchmark, components of A - B)`` on
+    the benchmarks both have."""
+    sa, ra, n = matrices(rows, a, k)
+    sb, rb, _ = matrices(rows, b, k)
+    benches = sorted(set(sa) & set(sb))
+    xs, ys = [sa[x] for x in benches], [sb[x] for x in benches]
+    c = components(xs, ys, [ra[x] for x in benches], [rb[x] for x in benches], n=n, k=k)
+    return benches, xs, ys, c
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scores", type=Path)
@@ -70,13 +81,7 @@ def main() -> None:
     args = parser.parse_args()
 
     rows = read_scores(args.scores)
-    sa, ra, n = matrices(rows, args.a, args.k)
-    sb, rb, _ = matrices(rows, args.b, args.k)
-    benches = sorted(set(sa) & set(sb))
-    c = components(
-        [sa[x] for x in benches], [sb[x] for x in benches],
-        [ra[x] for x in benches], [rb[x] for x in benches], n=n, k=args.k,
-    )  # fmt: skip
+    benches, _, _, c = paired_components(rows, args.a, args.b, args.k)
     pts = 100.0
     print(f"{args.a} - {args.b}, average P@{args.k} over {c.K} benchmarks ({', '.join(benches)})")
     print(f"run design: S = {c.S} seeds, J = {c.J:g} problems per benchmark, n = {c.n} samples")
