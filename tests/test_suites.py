@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import pytest
 
 from ictrepro.data.records import Problem
-from ictrepro.data.suites import SUITES, generate_suite
+from ictrepro.data.suites import SUITES, generate_suite, option_letter
 from ictrepro.errors import ConfigError
 from ictrepro.verify import Verdict, grade
 
@@ -58,6 +59,24 @@ def test_multiple_choice_is_consistent(name):
         assert p.choices["ABCD".index(p.answer)] == value
         wrong = [c for c in p.choices if c != value]
         assert len(wrong) == 3
+        # Every option sits at the letter its last digit fixes, so only the value decides.
+        assert [option_letter(int(c)) for c in p.choices] == list("ABCD")
+        assert f"Last digit {value[-1]}: option {p.answer}." in p.solution
+
+
+@pytest.mark.parametrize("name", CHOICE_SUITES)
+def test_multiple_choice_letters_are_balanced(name):
+    """A guess that ignores the question scores chance: each letter is gold ~25% of the time."""
+    train = generate_suite(name, seed=5, n_train=2000, n_test=8)["train"]
+    counts = Counter(p.answer for p in train)
+    # Binomial(2000, 1/4): a standard deviation is ~19 problems; 5 of them is ~95 problems.
+    assert all(abs(counts[letter] - len(train) / 4) < 95 for letter in "ABCD"), counts
+
+
+def test_option_letter_by_hand():
+    assert [option_letter(v) for v in (0, 11, 22, 33, 44, 105, 7766, 37, 8, 19)] == list(
+        "ABCDABCDAB"
+    )
 
 
 @pytest.mark.parametrize("name", MATH_SUITES)

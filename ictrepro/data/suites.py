@@ -7,8 +7,8 @@ show the mapping to the paper's benchmarks:
 |---|---|---|
 | ``tiny-gsm8k`` | GSM8K | integers, from two-step word problems |
 | ``tiny-math500`` | MATH500 | LaTeX: reduced fractions, negative integers, simplified roots |
-| ``tiny-mmlu-stem`` | MMLU-STEM | a letter A-D (one-step questions) |
-| ``tiny-gpqa`` | GPQA | a letter A-D (two-step questions, closer distractors) |
+| ``tiny-mmlu-stem`` | MMLU-STEM | a letter A-D (two-step questions) |
+| ``tiny-gpqa`` | GPQA | a letter A-D (three-step questions, closer distractors) |
 | ``tiny-aime23`` / ``24`` / ``25`` | AIME 2023/24/25 | integers 0-999 from three different multi-step generators (power remainders, divisor counts, arithmetic sequences) |
 
 Every record carries a short worked solution ending in ``\\boxed{answer}``: the format the
@@ -154,18 +154,44 @@ def gen_math500(rng: random.Random) -> Generated:
 # ---------------------------------------------------------------- multiple choice
 
 
+def option_letter(value: int) -> str:
+    """The letter every tiny multiple-choice option sits at: fixed by its value's last digit.
+
+    Digits 0, 4, 8 -> A; 1, 5, 9 -> B; 2, 6 -> C; 3, 7 -> D. A model of this scale computes
+    the value but cannot find it in a list of options (docs/tiny-world.md, "Calibration"),
+    so the letter is a function of the value it has just written.
+    """
+    return LETTERS[value % 10 % 4]
+
+
 def _choice_item(
-    rng: random.Random, problem: str, steps: list[str], correct: int, near: int
+    rng: random.Random, draw: Callable[[random.Random], tuple[str, list[str], int]], near: int
 ) -> Generated:
-    """Four distinct non-negative options within ``near`` of the answer, at random letters."""
-    options = {correct}
-    while len(options) < 4:
-        options.add(max(0, correct + rng.choice((-1, 1)) * rng.randint(1, near)))
-    ordered = list(options)
-    rng.shuffle(ordered)
-    letter = LETTERS[ordered.index(correct)]
-    steps = [*steps, f"That is option {letter}."]
-    return problem, _boxed(steps, letter), letter, tuple(str(o) for o in ordered)
+    """A multiple-choice item: the gold letter uniform over A-D, four options within ``near``.
+
+    ``draw`` gives (question, worked steps, value) and is drawn again until the value's
+    letter is the gold letter, so that a guess that ignores the question scores 25%.
+    Every option, distractors included, sits at the letter its last digit fixes
+    (:func:`option_letter`), so the list says nothing about which option is right: the
+    value has to be computed. The solution restates the last digit, then names the letter.
+    """
+    letter = rng.choice(LETTERS)
+    for _ in range(1000):
+        problem, steps, correct = draw(rng)
+        if option_letter(correct) == letter:
+            break
+    else:
+        raise ConfigError(f"the generator gives no value with option letter {letter}")
+    at_letter = {letter: correct}
+    nearby = [v for v in range(max(0, correct - near), correct + near + 1) if v != correct]
+    for other in LETTERS:
+        if other != letter:
+            candidates = [v for v in nearby if option_letter(v) == other]
+            if not candidates:
+                raise ConfigError(f"no option within {near} of {correct} has letter {other}")
+            at_letter[other] = rng.choice(candidates)
+    steps = [*steps, f"Last digit {correct % 10}: option {letter}."]
+    return problem, _boxed(steps, letter), letter, tuple(str(at_letter[x]) for x in LETTERS)
 
 
 UNITS = (
@@ -176,30 +202,52 @@ UNITS = (
 )
 
 
-def gen_mmlu_stem(rng: random.Random) -> Generated:
-    """One-step questions: a product, or a unit conversion; distractors up to 9 away."""
-    if rng.random() < 0.5:
-        name, item = rng.choice(NAMES), rng.choice(ITEMS)
-        a, b = rng.randint(2, 9), rng.randint(2, 9)
-        stem = f"{name} has {a} boxes of {b} {item}s. How many {item}s does {name} have?"
-        return _choice_item(rng, stem, [f"{a} * {b} = {a * b}."], a * b, 9)
+# Every value below ends in a loose count (1-9), so its last digit, and with it the option
+# letter, is near uniform whatever the rest of the question: the letter the rejection in
+# ``_choice_item`` asks for says little about which kind of question was drawn.
+
+
+def _boxes(rng: random.Random) -> tuple[str, list[str], int]:
+    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    a, b, c = rng.randint(2, 9), rng.randint(2, 9), rng.randint(1, 9)
+    stem = (
+        f"{name} has {a} boxes of {b} {item}s and {c} loose {item}s. "
+        f"How many {item}s does {name} have?"
+    )
+    return stem, [f"{a} * {b} = {a * b}.", f"{a * b} + {c} = {a * b + c}."], a * b + c
+
+
+def _conversion(rng: random.Random) -> tuple[str, list[str], int]:
     unit, small, factor = rng.choice(UNITS)
-    m = rng.randint(2, 99)
-    steps = [f"{m} * {factor} = {m * factor}."]
-    return _choice_item(rng, f"How many {small} are in {m} {unit}?", steps, m * factor, 9)
+    m, r = rng.randint(2, 99), rng.randint(1, 9)
+    steps = [f"{m} * {factor} = {m * factor}.", f"{m * factor} + {r} = {m * factor + r}."]
+    return f"How many {small} are in {m} {unit} and {r} {small}?", steps, m * factor + r
+
+
+def gen_mmlu_stem(rng: random.Random) -> Generated:
+    """Boxes and loose items, or a unit conversion with a remainder; distractors up to 9 away."""
+    return _choice_item(rng, lambda r: (_boxes if r.random() < 0.5 else _conversion)(r), 9)
+
+
+def _packing(rng: random.Random) -> tuple[str, list[str], int]:
+    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    a, b, c, d = rng.randint(1, 6), rng.randint(1, 6), rng.randint(2, 5), rng.randint(1, 9)
+    value = (a + b) * c + d
+    steps = [
+        f"{a} + {b} = {a + b}.",
+        f"{a + b} * {c} = {(a + b) * c}.",
+        f"{(a + b) * c} + {d} = {value}.",
+    ]
+    stem = (
+        f"{name} packs {c} boxes, each with {a} red and {b} blue {item}s, "
+        f"and {d} loose {item}s. How many {item}s are there?"
+    )
+    return stem, steps, value
 
 
 def gen_gpqa(rng: random.Random) -> Generated:
-    """Two-step questions whose distractors are within 3 of the answer."""
-    name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    a, b, c = rng.randint(1, 6), rng.randint(1, 6), rng.randint(2, 5)
-    value = (a + b) * c
-    steps = [f"{a} + {b} = {a + b}.", f"{a + b} * {c} = {value}."]
-    stem = (
-        f"{name} packs {c} boxes, each with {a} red and {b} blue {item}s. "
-        f"How many {item}s are packed?"
-    )
-    return _choice_item(rng, stem, steps, value, 3)
+    """Three-step questions whose distractors are within 3 of the answer."""
+    return _choice_item(rng, _packing, 3)
 
 
 # ------------------------------------------------------------------------- AIME-like
