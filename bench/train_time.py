@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -29,6 +30,13 @@ METHODS = "grpo,entropy,stapo,ict,random"
 def mean(rows: list[dict], key: str) -> float:
     values = [r[key] for r in rows if r.get(key) is not None]
     return statistics.fmean(values) if values else float("nan")
+
+
+def js(rows: list[dict], key: str) -> str:
+    """The mean JS of ``key`` over ``rows``; "–" where no token was in that set (GRPO's
+    unselected tokens)."""
+    value = mean(rows, key)
+    return "–" if math.isnan(value) else f"{value:.3f}"
 
 
 def main() -> None:
@@ -85,7 +93,7 @@ def main() -> None:
                 f"{mean(first, 'entropy_mean'):.3f} → {mean(last, 'entropy_mean'):.3f} | "
                 f"{mean(first, 'renyi2_mean'):.3f} → {mean(last, 'renyi2_mean'):.3f} | "
                 f"{mean(last, 'kl'):.4f} | {mean(sparse, 'selected_fraction'):.3f} | "
-                f"{mean(sparse, 'js_selected_mean'):.3f} / {mean(sparse, 'js_unselected_mean'):.3f} | "
+                f"{js(sparse, 'js_selected_mean')} / {js(sparse, 'js_unselected_mean')} | "
                 f"{probe} | {probe_s:.1f} |",
                 flush=True,
             )

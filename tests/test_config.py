@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -12,7 +13,14 @@ import yaml
 from ictrepro.data.suites import EVAL_SUITES
 from ictrepro.errors import ConfigError
 from ictrepro.evaluate.lm_eval_bridge import TASKS_DIR
-from ictrepro.presets import TINY_EVAL, get_preset, prepare_preset, preset_names, train_preset
+from ictrepro.presets import (
+    SMOKE_EVAL,
+    TINY_EVAL,
+    get_preset,
+    prepare_preset,
+    preset_names,
+    train_preset,
+)
 
 ROOT = Path(__file__).parent.parent
 
@@ -48,8 +56,12 @@ def test_every_preset_holds_each_stages_config(name):
             == train_preset(name, method="ict").rl.max_new_tokens
         )
         assert "grpo-lr4" in preset.methods
-    else:
-        assert preset.eval == TINY_EVAL
+    elif name == "tiny":  # the seven suites at 16 samples, five seeds, the positive control
+        assert preset.eval == TINY_EVAL and TINY_EVAL.sampling.n == 16
+        assert preset.seeds == (0, 1, 2, 3, 4) and "grpo-lr4" in preset.methods
+    else:  # tiny-smoke: the same suites and decoding, fewer samples
+        assert preset.eval == SMOKE_EVAL
+        assert SMOKE_EVAL.sampling == dataclasses.replace(TINY_EVAL.sampling, n=4)
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-fork", "tiny-fork0", "tiny-fork-rare"])

@@ -57,7 +57,7 @@ def test_check_reads_results_of_the_current_directory(results, monkeypatch):
 @pytest.mark.parametrize(
     ("preset", "records"),
     [
-        ("tiny", 16 * 7),  # base + 5 methods x 3 seeds, seven suites
+        ("tiny", 31 * 7),  # base + 6 methods (the positive control too) x 5 seeds, 7 suites
         ("tiny-fork", 31 * 3),  # base + 6 methods (the positive control too) x 5 seeds, 3 subsets
         ("tiny-fork0", 31 * 3),
         ("tiny-fork-rare", 31 * 3),
