@@ -32,7 +32,7 @@ from ictrepro.evaluate.lm_eval_bridge import (
 from ictrepro.evaluate.passk import pass_at_k
 from ictrepro.evaluate.score import grade_responses, score_verdicts
 from ictrepro.io import read_jsonl
-from ictrepro.presets import prepare_preset
+from ictrepro.presets import TINY_EVAL, prepare_preset
 from ictrepro.stages.prepare import prepare
 from ictrepro.verify import Verifier
 
@@ -148,7 +148,8 @@ def test_task_declares_sampling_filter_and_metrics(task):
     from lm_eval.tasks._yaml_loader import load_yaml
 
     cfg = load_yaml(TASKS_DIR / f"{task}.yaml", resolve_func=True)
-    n, max_tokens = (4, 96) if task in TINY else (PAPER[task][1], 1024)
+    tiny = TINY_EVAL.sampling
+    n, max_tokens = (tiny.n, tiny.max_new_tokens) if task in TINY else (PAPER[task][1], 1024)
     assert cfg["task"] == task
     assert cfg["output_type"] == "generate_until" and cfg["num_fewshot"] == 0
     assert cfg["repeats"] == n
@@ -165,10 +166,12 @@ def test_task_declares_sampling_filter_and_metrics(task):
     assert keep["filter"] == [
         {"function": "custom", "filter_fn": task_utils_fn(cfg, "keep_all_samples")}
     ]
-    ks = [1, 4, 16] if n == 16 else [1, 4]
+    # The paper's tasks at 16 samples also report pass@16; the tiny ones the preset's ks.
+    pass16 = task in PAPER and n == 16
+    ks = list(TINY_EVAL.ks) if task in TINY else [1, 4, 16] if pass16 else [1, 4]
     assert [m["metric"] for m in cfg["metric_list"]] == [f"pass@{k}" for k in ks]
     assert cfg["process_results"].__name__ == (
-        "process_results_pass16" if n == 16 else "process_results"
+        "process_results_pass16" if pass16 else "process_results"
     )
     assert cfg["doc_to_text"].__name__ == "doc_to_text"
     if task in TINY:
@@ -278,7 +281,7 @@ def test_tiny_task_end_to_end_with_hf_model(smoke_run):
     model_dir = smoke_run / "base_model"
     results = run_lm_eval(model_dir, ["ictrepro_tiny_gsm8k"], limit=4, device="cpu", seed=3)
     [(task, result)] = results.items()
-    assert task == "ictrepro_tiny_gsm8k" and result.n_samples == 4
+    assert task == "ictrepro_tiny_gsm8k" and result.n_samples == TINY_EVAL.sampling.n
     assert result.generation_kwargs["max_gen_toks"] == 96
     problems = [
         Problem.from_json(r) for r in read_jsonl(smoke_run / "data" / "test" / "tiny-gsm8k.jsonl")
@@ -286,7 +289,7 @@ def test_tiny_task_end_to_end_with_hf_model(smoke_run):
     assert result.problem_list() == problems
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     for sample, problem in zip(result.problems, problems, strict=True):
-        assert len(sample.responses) == 4
+        assert len(sample.responses) == TINY_EVAL.sampling.n
         assert sample.prompt == render_prompt(problem, tokenizer)
     from lm_eval.models.huggingface import HFLM
 
@@ -310,11 +313,12 @@ def test_pass_at_k_equals_the_projects_scorer_on_a_group(smoke_run, monkeypatch)
         None, "ictrepro_tiny", run_dir=smoke_run, limit=3, lm=ScriptedLM(tokenizer)
     )
     assert set(results) == set(TINY)
+    n = TINY_EVAL.sampling.n
     for result in results.values():
-        assert len(result.problems) == 3 and result.n_samples == 4
+        assert len(result.problems) == 3 and result.n_samples == n
         for i, sample in enumerate(result.problems):
-            c = sum((i + j) % 3 == 0 for j in range(4))
-            assert sample.pass_at == {1: c / 4, 4: pass_at_k(4, c, 4)}
+            c = sum((i + j) % 3 == 0 for j in range(n))
+            assert sample.pass_at == {1: pass_at_k(n, c, 1), 4: pass_at_k(n, c, 4)}
             assert sample.prompt == render_prompt(sample.problem, tokenizer)
         score = own_score(result)
         assert 0 < score.pass_at[1] < 1

@@ -133,7 +133,7 @@ def test_an_edited_pass_at_is_caught_from_the_counts(results):
     problems = check_results(results)
     assert problems == [
         f"{results / 'tiny' / 'scores.jsonl'}:1: pass_at[1] = {first['pass_at']['1'] + 0.01!r}, "
-        f"but the counts give {mean_pass_at_k([4] * len(first['n_correct']), first['n_correct'], 1)!r}"
+        f"but the counts give {mean_pass_at_k([first['n_samples']] * len(first['n_correct']), first['n_correct'], 1)!r}"
     ]
     with pytest.raises(ResultsError, match=r"scores.jsonl:1: pass_at\[1\]"):
         read_pinned_scores("tiny", results)
@@ -143,7 +143,7 @@ def test_an_edited_pass_at_is_caught_from_the_counts(results):
     ("edit", "message"),
     [
         (
-            lambda r: r["n_correct"].__setitem__(0, 5),
+            lambda r: r["n_correct"].__setitem__(0, r["n_samples"] + 1),
             "field 'n_correct' must hold integers in [0, n_samples]",
         ),
         (
@@ -158,7 +158,10 @@ def test_an_edited_pass_at_is_caught_from_the_counts(results):
             lambda r: r["pass_at"].update({"x": 0.5}),
             "field 'pass_at' must map k to a value in [0, 1]",
         ),
-        (lambda r: r["pass_at"].update({"8": 0.5}), "pass_at[8] has no counts to be computed from"),
+        (  # k above the samples per problem (16)
+            lambda r: r["pass_at"].update({"32": 0.5}),
+            "pass_at[32] has no counts to be computed from",
+        ),
         (lambda r: r.update(seed="0"), "field 'seed' has the wrong type"),
     ],
 )

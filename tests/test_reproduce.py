@@ -100,8 +100,8 @@ def test_dry_run_prints_the_plan():
     result = CliRunner().invoke(app, ["reproduce", "--preset", "tiny", "--dry-run"])
     assert result.exit_code == 0
     text = flat(result.output)
-    assert "2. train: 15 runs (5 methods x 3 seeds)" in text
-    assert "16 models (base + trained) x 7 benchmarks = 28,672 sampled responses" in text
+    assert "2. train: 30 runs (6 methods x 5 seeds)" in text
+    assert "31 models (base + trained) x 7 benchmarks = 222,208 sampled responses" in text
     result = CliRunner().invoke(app, ["reproduce", "--preset", "paper-7b", "--dry-run"])
     text = flat(result.output)
     assert result.exit_code == 0 and "NOT AVAILABLE" not in text

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ictrepro.results import rerun_stats as rs
+from ictrepro.stages.check import RERUN_METHODS
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
 
@@ -154,15 +155,19 @@ def test_calibrated_on_the_pinned_results_false_alarms_are_rare_and_drops_are_ca
 
 @pytest.mark.parametrize("preset", list(HALVED_POWER))
 def test_other_pinned_seeds_pass_as_reruns_of_seed_0(preset):
-    """Real data: each method's other seeds are other runs of the same experiment, as a
-    re-run on another machine is; checked against seed 0, none fails."""
+    """Real data: the other pinned seeds of each method `check --rerun` re-runs (seed 0 of
+    each) are other runs of the same experiment, as a re-run on another machine is;
+    checked against seed 0, none fails. (Not every rule's seeds are: in `tiny` the random
+    mask's seed 0 learned less than its seeds 1 and 2 and fails against them;
+    docs/regression.md.)"""
     counts, n, tau2 = _pinned(preset)
     benchmarks = sorted({b for _, b in counts})
     seeds: dict[str, set[int]] = {}
     for r in _records(preset):
-        if r["seed"] is not None:
+        if r["seed"] is not None and r["method"] in RERUN_METHODS:
             seeds.setdefault(r["method"], set()).add(r["seed"])
-    assert all(len(trained) > 1 for trained in seeds.values()) and seeds
+    assert set(seeds) == set(RERUN_METHODS)
+    assert all(len(trained) > 1 for trained in seeds.values())
     for method, trained in seeds.items():
         pinned = {(method, b): counts[(f"{method}-seed0", b)] for b in benchmarks}
         for seed in sorted(trained - {0}):
