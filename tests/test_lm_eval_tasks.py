@@ -440,7 +440,7 @@ def test_lm_eval_command_line(smoke_run, tmp_path):
     assert "pass@1" in done.stdout and "all_samples" in done.stdout
     [samples] = out.rglob("samples_ictrepro_tiny_math500_*.jsonl")
     problems = read_logged_samples(samples)
-    assert [len(p.responses) for p in problems] == [4, 4]
+    assert [len(p.responses) for p in problems] == [TINY_EVAL.sampling.n] * 2
     tokenizer = AutoTokenizer.from_pretrained(smoke_run / "base_model")
     assert all(p.prompt == render_prompt(p.problem, tokenizer) for p in problems)
     [results] = out.rglob("results_*.json")
