@@ -450,7 +450,7 @@ def test_lm_eval_command_line(smoke_run, tmp_path):
             [p.problem for p in problems], [list(p.responses) for p in problems], verifier
         )
     assert reported[f"pass@1,{FILTER}"] == score_verdicts(verdicts, [1]).pass_at[1]
-    assert len(response_records(problems)) == 8
+    assert len(response_records(problems)) == 2 * TINY_EVAL.sampling.n
 
 
 def test_tasks_are_the_checkouts_top_level_folder():
