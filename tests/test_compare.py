@@ -377,7 +377,13 @@ def test_compare_reuses_a_prepared_pinned_world(pinned_smoke, tmp_path):
     assert reuse_world(baseline_run, run_dir, "tiny-smoke", results)
     prepared = (baseline_run / "prepare.json").read_bytes()
     assert (run_dir / "prepare.json").read_bytes() == prepared
-    assert not (run_dir / "train").exists() and not (run_dir / "eval").exists()
+    # The base model's evaluation comes along, byte for byte; no trained model's does.
+    assert not (run_dir / "train").exists()
+    assert [p.name for p in (run_dir / "eval").iterdir()] == ["base"]
+    base_files = sorted((baseline_run / "eval" / "base").iterdir())
+    assert base_files and all(
+        (run_dir / "eval" / "base" / f.name).read_bytes() == f.read_bytes() for f in base_files
+    )
     # Not into a directory that holds something, nor from a world that is not the pinned one.
     assert not reuse_world(baseline_run, run_dir, "tiny-smoke", results)
     other = _results_of_another_world(results, tmp_path)
@@ -397,3 +403,9 @@ def test_compare_reuses_a_prepared_pinned_world(pinned_smoke, tmp_path):
         show_progress=False,
     )
     assert (tmp_path / "compare2" / "prepare.json").read_bytes() == prepared
+    # The copied base evaluation is up to date (same model, problems, settings), so the eval
+    # stage kept it rather than sampling the base model again.
+    assert all(
+        (tmp_path / "compare2" / "eval" / "base" / f.name).read_bytes() == f.read_bytes()
+        for f in base_files
+    )

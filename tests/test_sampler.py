@@ -287,3 +287,25 @@ def test_logprob_gap_and_the_hard_failure():
         check_logprob_gap({"step": 3, "vllm_logprob_gap": 0.6}, "vllm")
     with pytest.raises(SamplerWeightsError):
         check_logprob_gap({"step": 3, "vllm_logprob_gap": float("nan")}, "vllm")
+
+
+@pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.7, 0.9)])
+def test_hf_prompts_run_once_give_generates_own_samples(smoke_world, temperature, top_p):
+    """Each prompt run once for its n samples draws the same tokens as ``generate``'s own
+    n-fold expansion: prompts of several lengths (left padding), several calls."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ictrepro.rollout.hf import hf_generate
+
+    model = AutoModelForCausalLM.from_pretrained(smoke_world / "base_model")
+    tok = AutoTokenizer.from_pretrained(smoke_world / "base_model")
+    prompts = ["a", "bb ccc", "12 + 7 =", "d", "3 * 4 = 12. 5 * 6 ="]
+    params = SamplingParams(n=4, temperature=temperature, top_p=top_p, max_new_tokens=16)
+    lengths = {len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts}
+    assert len(lengths) > 2  # the calls pad
+    kwargs = {"seed": 5, "batch_size": 8}  # two prompts a call: three calls
+    shared = hf_generate(model, tok, prompts, params, share_prompts=True, **kwargs)
+    expanded = hf_generate(model, tok, prompts, params, share_prompts=False, **kwargs)
+    assert shared == expanded
+    assert [len(g) for g in shared] == [4] * len(prompts)
+    assert len({c.token_ids for g in shared for c in g}) > len(prompts)  # it sampled

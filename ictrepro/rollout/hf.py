@@ -3,15 +3,24 @@
 Used on CPU (the tiny scale) and as the fallback on GPUs. Randomness comes from a private
 generator state seeded per call, so the same (model, prompts, params, seed) gives the same
 samples on a fixed platform without touching the caller's RNG stream.
+
+The n samples of a prompt share its prefix: each prompt is run through the model once and
+its KV cache copied n times, instead of ``generate`` running n copies of it. The prompt is
+a third to a half of a tiny-world sequence, so this is that share of the sampling compute.
+The samples are the same tokens as ``generate``'s own expansion (checked by
+tests/test_sampler.py) wherever a matrix product's row does not depend on how many rows
+the batch has, which holds for the CPU kernels the pinned results were made with.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch.distributed.fsdp import FSDPModule
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from ictrepro.errors import ConfigError
 from ictrepro.rollout.base import Completion
@@ -29,6 +38,7 @@ def hf_generate(
     batch_size: int = 64,
     index_offset: int = 0,
     stop: Sequence[str] = (),
+    share_prompts: bool = True,
 ) -> list[list[Completion]]:
     """``params.n`` completions for each prompt: ``result[i][j]`` is sample j of prompt i.
 
@@ -40,6 +50,10 @@ def hf_generate(
     seeded from ``seed`` and the index of its first prompt plus ``index_offset``: a process
     that samples the second half of a batch passes the half's offset, and draws exactly
     what one process sampling the whole batch in calls of the same size would.
+
+    ``share_prompts``: run each prompt through the model once for its ``n`` samples (see
+    the module's docstring); False leaves the expansion to ``generate``. A sharded model
+    always lets ``generate`` do it, so that every process runs the same forwards.
     """
     eos_id = tokenizer.eos_token_id
     if eos_id is None or tokenizer.pad_token_id is None:
@@ -69,14 +83,19 @@ def hf_generate(
                 padding_side="left",
                 add_special_tokens=False,
             ).to(model.device)
+            if share_prompts and params.n > 1 and not synced and enc["input_ids"].shape[1] > 1:
+                inputs = _prefill_once(model, enc, params.n)
+                copies = 1
+            else:
+                inputs, copies = dict(enc), params.n
             out = model.generate(
-                **enc,
+                **inputs,
                 do_sample=not greedy,
                 temperature=params.temperature if not greedy else None,
                 top_p=params.top_p if not greedy else None,
                 top_k=0 if not greedy else None,
                 max_new_tokens=params.max_new_tokens,
-                num_return_sequences=params.n,
+                num_return_sequences=copies,
                 eos_token_id=eos_id,
                 pad_token_id=tokenizer.pad_token_id,
                 **({"stop_strings": list(stop), "tokenizer": tokenizer} if stop else {}),
@@ -99,6 +118,42 @@ def hf_generate(
                 results.append(group)
     model.train(was_training)
     return results
+
+
+def _prefill_once(model: PreTrainedModel, enc: Any, n: int) -> dict[str, Any]:
+    """``generate``'s inputs for ``n`` samples of each prompt of ``enc``, whose prompts but
+    their last token are already in a KV cache run once per prompt and copied ``n`` times.
+
+    ``enc``: the tokenizer's left-padded ``input_ids`` and ``attention_mask``, [P, L]. The
+    result's are [P * n, L] (each prompt's copies adjacent, as ``num_return_sequences``
+    orders them) with the cache of their first L - 1 tokens; ``generate`` runs the last.
+    Positions skip the left padding, as ``generate`` counts them.
+    """
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    prefix_mask = mask[:, :-1]
+    positions = prefix_mask.long().cumsum(-1) - 1
+    positions.masked_fill_(prefix_mask == 0, 1)
+    cache, cache_arg = DynamicCache(config=model.config), _cache_argument(model)
+    model(
+        input_ids=ids[:, :-1],
+        attention_mask=prefix_mask,
+        position_ids=positions,
+        use_cache=True,
+        logits_to_keep=1,  # the logits are not needed, only the cache
+        **{cache_arg: cache},
+    )
+    cache.batch_repeat_interleave(n)
+    return {
+        "input_ids": ids.repeat_interleave(n, 0),
+        "attention_mask": mask.repeat_interleave(n, 0),
+        cache_arg: cache,
+    }
+
+
+def _cache_argument(model: PreTrainedModel) -> str:
+    """The name under which ``model`` takes a KV cache: ``cache`` from transformers 5.25
+    (which deprecates ``past_key_values``), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def _is_sharded(model: torch.nn.Module) -> bool:

@@ -4,7 +4,10 @@
 
 Runs prepare (skipped when current, or when a prepared pinned world is copied in from
 ``world``, by default ``runs/<preset>``), training of the method for each seed, and
-evaluation of the base model and the new runs, in ``runs/compare-<method>`` by default. The baselines
+evaluation of the base model and the new runs, in ``runs/compare-<method>`` by default.
+The base model's evaluation is copied in with the world where ``world`` has one; the eval
+stage redoes it unless it is up to date (the same model files, problems, sampling settings
+and seed), so a copy never stands in for another model's numbers. The baselines
 are not retrained: their per-problem counts come from ``results/<preset>/scores.jsonl``
 (the pinned reproduction) and are written into the run's ``eval/`` as score records marked
 ``pinned`` (there are no samples behind them).
@@ -47,7 +50,7 @@ from ictrepro.results.pinned import (
     world_differences,
     world_identity,
 )
-from ictrepro.rundir import ModelId, ProblemCount, RunDir, ScoreRecord, load_record
+from ictrepro.rundir import BASE, ModelId, ProblemCount, RunDir, ScoreRecord, load_record
 from ictrepro.stages.eval import load_task
 from ictrepro.stages.prepare import prepare
 from ictrepro.stages.reproduce import make_plan, reproduce
@@ -139,7 +142,11 @@ def world_mismatch(
 def reuse_world(source: Path, run_dir: Path, preset: str, results_dir: Path = RESULTS_DIR) -> bool:
     """Copy the prepared world of ``source`` (e.g. a reproduction's run directory) into the
     empty ``run_dir`` when it is the pinned results' world, so that ``compare`` need not
-    prepare it again; False (nothing copied) when it is not, or ``run_dir`` is not empty."""
+    prepare it again; False (nothing copied) when it is not, or ``run_dir`` is not empty.
+
+    The base model's evaluation (``eval/base``) comes along where ``source`` has one: the
+    eval stage checks it against the model and settings before using it (module docstring).
+    """
     source, run_dir = Path(source), Path(run_dir)
     record = load_record(source, "prepare")
     if record is None or record.get("status") != "done":
@@ -158,6 +165,9 @@ def reuse_world(source: Path, run_dir: Path, preset: str, results_dir: Path = RE
             shutil.copytree(src, run_dir / name)
         elif src.is_file():
             shutil.copy2(src, run_dir / name)
+    base_eval = RunDir(source).eval_dir(BASE)
+    if base_eval.is_dir():
+        shutil.copytree(base_eval, RunDir(run_dir).eval_dir(BASE))
     return True
 
 
