@@ -4,10 +4,12 @@
 
 RUN is a prepared tiny-world run directory (``runs/tiny-fork``). On one thread, as a
 reproduction's worker runs: the wall time of one ``hf_generate`` call of the RL step's shape
-(``--prompts`` training prompts x ``--n`` samples, temperature 1), beside the same number of
-the model's own forwards with its KV cache and the same sampling, written out by hand (so
-the difference is ``generate``'s own work); then the operators that take a decode step's
-CPU time (torch profiler, ten steps). Prints only; docs/performance.md quotes it.
+(``--prompts`` training prompts x ``--n`` samples, temperature 1), as the project samples
+(each prompt run once, the cache grown in place) and with ``generate``'s own expansion of
+the prompts (``share_prompts=False``), beside the same number of the model's own forwards
+with its KV cache and the same sampling, written out by hand (so the difference from the
+second is ``generate``'s own work); then the operators that take a decode step's CPU time
+(torch profiler, ten steps). Prints only; docs/performance.md quotes it.
 """
 
 from __future__ import annotations
@@ -62,11 +64,14 @@ def main() -> None:
         n=args.n, temperature=1.0, top_p=1.0, max_new_tokens=args.max_new_tokens
     )
     batch = args.prompts * args.n
-    hf_generate(model, tokenizer, prompts, params, seed=0, batch_size=batch)  # warm-up
-    start = time.perf_counter()
-    for i in range(args.repeats):
-        hf_generate(model, tokenizer, prompts, params, seed=i, batch_size=batch)
-    generate_s = (time.perf_counter() - start) / args.repeats
+    generate_s = {}
+    for share in (True, False):
+        kwargs = {"batch_size": batch, "share_prompts": share}
+        hf_generate(model, tokenizer, prompts, params, seed=0, **kwargs)  # warm-up
+        start = time.perf_counter()
+        for i in range(args.repeats):
+            hf_generate(model, tokenizer, prompts, params, seed=i, **kwargs)
+        generate_s[share] = (time.perf_counter() - start) / args.repeats
 
     enc = tokenizer(
         prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
@@ -83,8 +88,9 @@ def main() -> None:
             by_hand(model, ids, mask, 11)  # prefill and ten decode steps
     print(
         f"{batch} sequences, up to {args.max_new_tokens} new tokens, one thread: "
-        f"hf_generate {1000 * generate_s:.1f} ms a call; the forwards by hand "
-        f"{1000 * hand_s:.1f} ms ({hand_s / generate_s:.0%} of it)"
+        f"hf_generate {1000 * generate_s[True]:.1f} ms a call (prompts run once), "
+        f"{1000 * generate_s[False]:.1f} ms with generate's expansion; the forwards by hand "
+        f"{1000 * hand_s:.1f} ms ({hand_s / generate_s[False]:.0%} of the latter)"
     )
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8))
 

@@ -7,8 +7,8 @@ samples on a fixed platform without touching the caller's RNG stream.
 The n samples of a prompt share its prefix: each prompt is run through the model once and
 its KV cache copied n times, instead of ``generate`` running n copies of it. The prompt is
 a third to a half of a tiny-world sequence, so this is that share of the sampling compute.
-The cache grows in place (``_GrowingLayer``) instead of being concatenated anew at every
-token, which on the tiny model was a sixth of the sampling time.
+The cache grows in place (``_GrowingLayer``) instead of being copied whole at every token
+(docs/performance.md measures both).
 
 The samples are the same tokens as ``generate``'s own expansion (checked by
 tests/test_sampler.py) wherever a matrix product's row does not depend on how many rows
@@ -139,7 +139,11 @@ def _prefill_once(model: PreTrainedModel, enc: Any, n: int, max_new_tokens: int)
     positions = prefix_mask.long().cumsum(-1) - 1
     positions.masked_fill_(prefix_mask == 0, 1)
     cache, cache_arg = DynamicCache(config=model.config), _cache_argument(model)
-    cache.layers = [_GrowingLayer(ids.shape[1] + max_new_tokens) for _ in cache.layers]
+    room = ids.shape[1] + max_new_tokens
+    # Only plain layers: a sliding-window layer keeps its own window.
+    cache.layers = [
+        _GrowingLayer(room) if type(layer) is DynamicLayer else layer for layer in cache.layers
+    ]
     model(
         input_ids=ids[:, :-1],
         attention_mask=prefix_mask,
