@@ -5,7 +5,7 @@
 RUN is a prepared tiny-world run directory (``runs/tiny-fork``). On one thread, as a
 reproduction's worker runs: the wall time of one ``hf_generate`` call of the RL step's shape
 (``--prompts`` training prompts x ``--n`` samples, temperature 1), as the project samples
-(each prompt run once, the cache grown in place) and with ``generate``'s own expansion of
+(each prompt run once for its samples) and with ``generate``'s own expansion of
 the prompts (``share_prompts=False``), beside the same number of the model's own forwards
 with its KV cache and the same sampling, written out by hand (so the difference from the
 second is ``generate``'s own work); then the operators that take a decode step's CPU time

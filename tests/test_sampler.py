@@ -309,31 +309,3 @@ def test_hf_prompts_run_once_give_generates_own_samples(smoke_world, temperature
     assert shared == expanded
     assert [len(g) for g in shared] == [4] * len(prompts)
     assert len({c.token_ids for g in shared for c in g}) > len(prompts)  # it sampled
-
-
-def test_the_growing_cache_layer_holds_what_concatenation_would():
-    """Prefill, a batch expansion, appends within and beyond the room: the same tensors as
-    transformers' ``DynamicLayer``, and appends within the room write in place."""
-    from transformers.cache_utils import DynamicLayer
-
-    from ictrepro.rollout.hf import _GrowingLayer
-
-    gen = torch.Generator().manual_seed(0)
-    growing, reference = _GrowingLayer(capacity=7), DynamicLayer()
-
-    def step(q: int, batch: int) -> None:
-        k, v = (torch.randn(batch, 2, q, 4, generator=gen) for _ in range(2))
-        got, want = growing.update(k, v), reference.update(k, v)
-        for a, b in zip(got, want, strict=True):
-            assert a.shape == b.shape and torch.equal(a, b)
-
-    step(3, 2)  # prefill
-    for layer in (growing, reference):
-        layer.batch_repeat_interleave(3)
-    step(1, 6)
-    buffer = growing.keys.data_ptr()
-    step(1, 6)
-    step(2, 6)  # 7 positions: the room, still in place
-    assert growing.keys.data_ptr() == buffer
-    step(1, 6)  # beyond it: copied into a larger buffer
-    assert growing.keys.shape[-2] == 8

@@ -7,9 +7,6 @@ samples on a fixed platform without touching the caller's RNG stream.
 The n samples of a prompt share its prefix: each prompt is run through the model once and
 its KV cache copied n times, instead of ``generate`` running n copies of it. The prompt is
 a third to a half of a tiny-world sequence, so this is that share of the sampling compute.
-The cache grows in place (``_GrowingLayer``) instead of being copied whole at every token
-(docs/performance.md measures both).
-
 The samples are the same tokens as ``generate``'s own expansion (checked by
 tests/test_sampler.py) wherever a matrix product's row does not depend on how many rows
 the batch has, which holds for the CPU kernels the pinned results were made with.
@@ -24,7 +21,6 @@ from typing import Any
 import torch
 from torch.distributed.fsdp import FSDPModule
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
-from transformers.cache_utils import DynamicLayer
 
 from ictrepro.errors import ConfigError
 from ictrepro.rollout.base import Completion
@@ -88,7 +84,7 @@ def hf_generate(
                 add_special_tokens=False,
             ).to(model.device)
             if share_prompts and params.n > 1 and not synced and enc["input_ids"].shape[1] > 1:
-                inputs = _prefill_once(model, enc, params.n, params.max_new_tokens)
+                inputs = _prefill_once(model, enc, params.n)
                 copies = 1
             else:
                 inputs, copies = dict(enc), params.n
@@ -124,26 +120,20 @@ def hf_generate(
     return results
 
 
-def _prefill_once(model: PreTrainedModel, enc: Any, n: int, max_new_tokens: int) -> dict[str, Any]:
+def _prefill_once(model: PreTrainedModel, enc: Any, n: int) -> dict[str, Any]:
     """``generate``'s inputs for ``n`` samples of each prompt of ``enc``, whose prompts but
     their last token are already in a KV cache run once per prompt and copied ``n`` times.
 
     ``enc``: the tokenizer's left-padded ``input_ids`` and ``attention_mask``, [P, L]. The
     result's are [P * n, L] (each prompt's copies adjacent, as ``num_return_sequences``
-    orders them) with the cache of their first L - 1 tokens, room for ``max_new_tokens``
-    more; ``generate`` runs the last. Positions skip the left padding, as ``generate``
-    counts them.
+    orders them) with the cache of their first L - 1 tokens; ``generate`` runs the last.
+    Positions skip the left padding, as ``generate`` counts them.
     """
     ids, mask = enc["input_ids"], enc["attention_mask"]
     prefix_mask = mask[:, :-1]
     positions = prefix_mask.long().cumsum(-1) - 1
     positions.masked_fill_(prefix_mask == 0, 1)
     cache, cache_arg = DynamicCache(config=model.config), _cache_argument(model)
-    room = ids.shape[1] + max_new_tokens
-    # Only plain layers: a sliding-window layer keeps its own window.
-    cache.layers = [
-        _GrowingLayer(room) if type(layer) is DynamicLayer else layer for layer in cache.layers
-    ]
     model(
         input_ids=ids[:, :-1],
         attention_mask=prefix_mask,
@@ -158,52 +148,6 @@ def _prefill_once(model: PreTrainedModel, enc: Any, n: int, max_new_tokens: int)
         "attention_mask": mask.repeat_interleave(n, 0),
         cache_arg: cache,
     }
-
-
-class _GrowingLayer(DynamicLayer):
-    """A KV cache layer whose ``keys`` and ``values`` are views of buffers of ``capacity``
-    positions: a new token is written in place, where ``DynamicLayer`` copies the whole
-    cache into a new tensor. The attention reads the same values through the view, so its
-    results are the same. Where something else replaced the tensors
-    (``batch_repeat_interleave``, ``crop``), or they outgrow the buffer, the next update
-    copies them into a new one."""
-
-    def __init__(self, capacity: int) -> None:
-        super().__init__()
-        self.capacity = capacity
-        self._keys_buffer: torch.Tensor | None = None
-        self._values_buffer: torch.Tensor | None = None
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append [B, H, q, D] keys and values; return the whole cache, [B, H, L + q, D]."""
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        old = self.keys.shape[-2] if self.keys.numel() else 0
-        new = old + key_states.shape[-2]
-        buffer = self._keys_buffer
-        in_place = (
-            old > 0
-            and buffer is not None
-            and self.keys.data_ptr() == buffer.data_ptr()
-            and buffer.shape[0] == key_states.shape[0]
-            and buffer.shape[-2] >= new
-        )
-        if not in_place:
-            if new > self.capacity:  # not expected: generate stops at the room given
-                self.capacity = 2 * new
-            room = (*key_states.shape[:2], self.capacity, key_states.shape[-1])
-            self._keys_buffer = key_states.new_empty(room)
-            self._values_buffer = value_states.new_empty(room)
-            if old:
-                self._keys_buffer[:, :, :old] = self.keys
-                self._values_buffer[:, :, :old] = self.values
-        self._keys_buffer[:, :, old:new] = key_states
-        self._values_buffer[:, :, old:new] = value_states
-        self.keys = self._keys_buffer[:, :, :new]
-        self.values = self._values_buffer[:, :, :new]
-        return self.keys, self.values
 
 
 def _cache_argument(model: PreTrainedModel) -> str:
