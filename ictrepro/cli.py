@@ -276,7 +276,8 @@ def compare(
         None,
         "--world",
         help="A prepared run directory whose world (if it is the pinned one) is copied into "
-        "--out instead of preparing it again (default: runs/<preset>, where reproduce writes).",
+        "--out, with its base model's evaluation where up to date, instead of preparing and "
+        "evaluating again (default: runs/<preset>, where reproduce writes).",
     ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
 ) -> None:
