@@ -5,9 +5,8 @@ generator state seeded per call, so the same (model, prompts, params, seed) give
 samples on a fixed platform without touching the caller's RNG stream.
 
 The n samples of a prompt share its prefix: each prompt is run through the model once and
-its KV cache copied n times, instead of ``generate`` running n copies of it. The prompt is
-a third to a half of a tiny-world sequence, so this is that share of the sampling compute.
-The samples are the same tokens as ``generate``'s own expansion (checked by
+its KV cache copied n times, instead of ``generate`` running n copies of it (the prompt is
+a third to a half of a tiny-world sequence; docs/performance.md, "The sampler"). The samples are the same tokens as ``generate``'s own expansion (checked by
 tests/test_sampler.py) wherever a matrix product's row does not depend on how many rows
 the batch has, which holds for the CPU kernels the pinned results were made with.
 """
