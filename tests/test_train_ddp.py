@@ -19,6 +19,7 @@ import pytest
 from ictrepro.presets import prepare_preset
 from ictrepro.rundir import load_record
 from ictrepro.stages.prepare import prepare
+from tests.helpers.train_scripted import read_selections
 
 HELPER = Path(__file__).parent / "helpers" / "train_scripted.py"
 OVERRIDES = ["method_args.warmup_steps=0", "rl.sample_batch_size=4"]
@@ -100,22 +101,12 @@ def test_two_processes_select_like_one(two_runs):
     assert single[-1]["selected_fraction"] < 0.2  # ICT after its warm-up: ~10% per response
 
 
-def selected_positions(out_dir: Path) -> dict[int, set[tuple[int, int]]]:
-    """Per step, the selected ``(row, t)`` of every process (rows numbered over processes)."""
-    steps: dict[int, set[tuple[int, int]]] = {}
-    for path in sorted(out_dir.glob("selected-rank*.jsonl")):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            steps.setdefault(record["step"], set()).update(map(tuple, record["selected"]))
-    return steps
-
-
 def test_two_processes_select_the_same_tokens_as_one(two_runs):
     """The same token positions, not only as many: ICT's count depends on the response
     lengths alone, its positions on each process's group JS."""
     single, double = two_runs
     assert len(list(double.glob("selected-rank*.jsonl"))) == 2
-    one, two = selected_positions(single), selected_positions(double)
+    one, two = read_selections(single), read_selections(double)
     assert sorted(one) == sorted(two) == [1, 2, 3]
     for step in one:
         assert two[step] == one[step], step

@@ -25,6 +25,7 @@ from safetensors.torch import load_file
 from ictrepro.presets import prepare_preset
 from ictrepro.rundir import load_record
 from ictrepro.stages.prepare import prepare
+from tests.helpers.train_scripted import read_selections
 
 pytestmark = pytest.mark.slow
 
@@ -112,16 +113,6 @@ def test_the_launch_trains_under_fsdp2_with_the_reference_sharded_and_whole(runs
         assert not held["policy"]["hf_gradient_checkpointing"]
 
 
-def selections(out_dir: Path) -> dict[int, set[tuple[int, int]]]:
-    """Per step, the ``[row, t]`` positions ICT selected, over every process's rows."""
-    chosen: dict[int, set[tuple[int, int]]] = {}
-    for path in sorted(out_dir.glob("selected-rank*.jsonl")):
-        for line in path.read_text().splitlines():
-            record = json.loads(line)
-            chosen.setdefault(record["step"], set()).update(map(tuple, record["selected"]))
-    return chosen
-
-
 def agreeing_steps(runs) -> int:
     """How many steps, from the first, both runs' masks agree on.
 
@@ -131,7 +122,7 @@ def agreeing_steps(runs) -> int:
     on, KL and grad norm (means over the selected tokens) and the weights follow the mask,
     so the runs are compared exactly up to it. GRPO, which selects everything, agrees at
     every step."""
-    single, sharded = (selections(d) for d in runs)
+    single, sharded = (read_selections(d) for d in runs)
     assert sorted(single) == sorted(sharded) == [1, 2, 3]
     agree = 0
     while agree < 3 and single[agree + 1] == sharded[agree + 1]:

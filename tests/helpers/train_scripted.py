@@ -50,6 +50,17 @@ def record_selections(out: Path) -> None:
     GRPOTrainer.select = recording
 
 
+def read_selections(out: Path) -> dict[int, set[tuple[int, int]]]:
+    """What ``--dump-masks`` wrote into ``out``: per step, the selected ``(row, t)`` of
+    every process (rows numbered over processes)."""
+    steps: dict[int, set[tuple[int, int]]] = {}
+    for path in sorted(out.glob("selected-rank*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            steps.setdefault(record["step"], set()).update(map(tuple, record["selected"]))
+    return steps
+
+
 def record_sharding(out: Path) -> None:
     """Wrap ``GRPOTrainer.train`` to dump how the policy and reference are held."""
     import torch
