@@ -154,6 +154,31 @@ def test_js_bounds_and_symmetry(seed):
         assert abs(float(js_divergence(p[0, t], p[1, t]) - js_divergence(p[1, t], p[0, t]))) < 1e-12
 
 
+def js_ceiling(G: int) -> float:
+    """The largest group JS of a group of ``G`` active responses, worked by hand: with
+    ``p`` disjoint from the other rows' mean ``Q``, ``P = p/G + (G-1)/G Q`` and
+    ``m = (p + P)/2 = (G+1)/(2G) p + (G-1)/(2G) Q``, so ``KL(p||m) = ln(2G/(G+1))`` and
+    ``KL(P||m) = (1/G) ln(2/(G+1)) + ((G-1)/G) ln 2``, whatever ``p`` and ``Q`` are."""
+    return 0.5 * (math.log(2 * G / (G + 1)) + math.log(2 / (G + 1)) / G + (G - 1) / G * math.log(2))
+
+
+@pytest.mark.parametrize("G", [2, 5, 8])
+@pytest.mark.parametrize("own", ["sure", "even over two", "even over five"])
+def test_js_ceiling_ignores_a_rows_own_uncertainty(G, own):
+    # Row 0 puts its mass on tokens 0-4 (how it spreads it is ``own``), the others on tokens
+    # 5.. only: its u is the ceiling whether it is sure (a step of a walk) or undecided (a
+    # fork). So the rule ranks an undecided fork no higher than a sure token out of step.
+    V, big = 12, 60.0
+    logits = torch.full((G, 1, V), -big, dtype=torch.float64)
+    spread = {"sure": 1, "even over two": 2, "even over five": 5}[own]
+    logits[0, 0, :spread] = 0.0
+    for j in range(1, G):
+        logits[j, 0, 5 + j % 7] = 0.0
+    js = group_js(logits, torch.ones(G, 1, dtype=torch.bool), torch.zeros(G, dtype=torch.long))
+    assert abs(float(js[0, 0]) - js_ceiling(G)) < 1e-5
+    assert js_ceiling(8) == pytest.approx(0.4969, abs=5e-5)  # docs/tiny-world.md
+
+
 def test_statistics_carry_no_gradient_and_sampled_logprobs_does():
     logits, tokens, mask, gids = make_batch(7, [2, 2], 5, 20)
     logits = torch.nan_to_num(logits).requires_grad_(True)
