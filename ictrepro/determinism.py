@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import tempfile
 from collections.abc import MutableMapping
 from importlib import metadata
 from pathlib import Path
@@ -60,13 +61,36 @@ DECISIVE = ("torch_capability", "blas", "onednn", "threads", "env", "versions", 
 
 def pin_environment(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Put :data:`PINNED_ENV` into ``environ`` (default ``os.environ``) unless the user
-    opted out; returns what was set. Must run before torch's first operation (the
-    capability and MKL's branch are read once, at first use)."""
+    opted out, and give compiled kernels a cache of their own (:func:`_pinned_cache_dir`);
+    returns what was set. Must run before torch's first operation (the capability and
+    MKL's branch are read once, at first use)."""
     environ = os.environ if environ is None else environ
     if environ.get(OPT_OUT) == "1":
         return {}
     environ.update(PINNED_ENV)
-    return dict(PINNED_ENV)
+    cache = _pinned_cache_dir(environ.get(CACHE_ENV))
+    environ[CACHE_ENV] = cache
+    return {**PINNED_ENV, CACHE_ENV: cache}
+
+
+#: torch.compile's (Inductor's) cache of compiled kernels.
+CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def _pinned_cache_dir(base: str | None) -> str:
+    """A folder for the pinned processes' compiled kernels, inside ``base`` (the user's
+    ``TORCHINDUCTOR_CACHE_DIR``, default Inductor's own under the temp folder).
+
+    Inductor's cache keys do not include ``ATEN_CPU_CAPABILITY``. On an AVX-512 machine,
+    the kernel ``test_compiled_kernel_matches_reference`` compiles, cached by an unpinned
+    process and loaded by one with ``ATEN_CPU_CAPABILITY=avx2``, corrupted memory ("double
+    free or corruption", torch 2.13.0; a fresh cache passed). A pinned process therefore
+    never shares a cache with an unpinned one (the library, the tests)."""
+    leaf = f"ictrepro-aten-{PINNED_ENV['ATEN_CPU_CAPABILITY']}"
+    if base is None:
+        user = re.sub(r"[^A-Za-z0-9_-]", "_", os.environ.get("USER") or "user")
+        base = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
+    return base if Path(base).name == leaf else os.path.join(base, leaf)
 
 
 def cpu_model() -> dict[str, str]:

@@ -26,9 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_pin_environment_sets_every_setting_unless_opted_out():
-    env = {"OMP_NUM_THREADS": "8", "HOME": "/x"}
-    assert pin_environment(env) == PINNED_ENV
-    assert env == {**PINNED_ENV, "HOME": "/x"}
+    env = {"OMP_NUM_THREADS": "8", "HOME": "/x", "TORCHINDUCTOR_CACHE_DIR": "/c"}
+    cache = {"TORCHINDUCTOR_CACHE_DIR": "/c/ictrepro-aten-avx2"}
+    assert pin_environment(env) == {**PINNED_ENV, **cache}
+    assert env == {**PINNED_ENV, "HOME": "/x", **cache}
+    assert pin_environment(env) == {**PINNED_ENV, **cache}  # a spawned worker pins again
+    unset: dict[str, str] = {}
+    pin_environment(unset)
+    default = Path(unset["TORCHINDUCTOR_CACHE_DIR"])
+    assert default.name == "ictrepro-aten-avx2" and default.parent.name.startswith("torchinductor_")
     opted = {OPT_OUT: "1", "OMP_NUM_THREADS": "8"}
     assert pin_environment(opted) == {}
     assert opted == {OPT_OUT: "1", "OMP_NUM_THREADS": "8"}

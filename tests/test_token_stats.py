@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 from reference import js_divergence, stats_reference
+from torch import Tensor
 
 from ictrepro.algos.token_stats import (
     group_js,
@@ -430,3 +431,50 @@ def test_sampled_logprobs_from_hidden_equals_the_logits_path():
         sampled_logprobs_from_hidden(h, w, tokens, mask, temperature=0.8),
         sampled_logprobs(h @ w.T, tokens, temperature=0.8),
     )
+
+
+def _unary_group(fork_depends_on_preamble: bool) -> tuple[Tensor, Tensor]:
+    """Logits ``[8, T, 6]`` of a group whose walks are written in unary, and its response
+    mask (docs/tiny-world.md, "Why ICT never selects the fork"). Tokens: 0/1 a preamble,
+    2/3 the fork (up/down), 4 a step, 5 the end. Position 0: every row even over the
+    preambles (one context). Position 1: the fork, even over up/down, or, where it depends
+    on the preamble, 0.8/0.2 after preamble 0 and 0.2/0.8 after preamble 1. Then steps,
+    sure and the same in every row, until the row's last position, sure on the end. Rows
+    turning up write 13 tokens, rows turning down 17 (each row's top 10% is 2 tokens)."""
+    G, T, V = 8, 17, 6
+    logits = torch.full((G, T, V), -30.0, dtype=torch.float64)
+    lengths = torch.tensor([13, 17] * 4)
+    for i in range(G):
+        logits[i, 0, :2] = 0.0
+        preamble, turned = i % 4 < 2, i % 2  # half the rows each preamble, each direction
+        if fork_depends_on_preamble:
+            logits[i, 1, 2 + (0 if preamble else 1)] = math.log(0.8)
+            logits[i, 1, 2 + (1 if preamble else 0)] = math.log(0.2)
+        else:
+            logits[i, 1, 2:4] = 0.0
+        logits[i, 2 : lengths[i] - 1, 4] = 0.0
+        logits[i, lengths[i] - 1, 5] = 0.0
+        assert turned == int(lengths[i] == 17)
+    mask = torch.arange(T)[None, :] < lengths[:, None]
+    return logits, mask
+
+
+@pytest.mark.parametrize("depends", [True, False])
+def test_ict_selects_a_fork_only_when_its_distribution_differs_and_the_rest_is_in_step(depends):
+    from ictrepro.algos.selection import SelectionInputs, select_tokens
+
+    logits, mask = _unary_group(depends)
+    js = group_js(logits, mask, torch.zeros(8, dtype=torch.long))
+    assert bool((js[:, 0] == 0).all())  # one context: u = 0 at the preamble
+    inputs = SelectionInputs(mask, torch.zeros(8), js=js, step=10)
+    selected = select_tokens("ict", inputs, warmup_steps=0)
+    assert selected.sum(1).tolist() == [2] * 8
+    short = torch.arange(8) % 2 == 0  # each short row's end is out of step with the long rows
+    assert bool(selected[short, 12].all())
+    if depends:
+        assert float(js[:, 1].min()) > 0.04  # the fork differs across the group (0.051 nats)
+        assert bool(selected[:, 1].all())  # ... and every row's fork is selected
+    else:
+        assert float(js[:, 1].abs().max()) < 1e-6  # the fork as every row reaches it alike
+        # u ties with the in-step tokens there, and ties go to earlier tokens (the preamble).
+        assert not bool(selected[:, 1].any())
