@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from ictrepro.cli import app
 from ictrepro.evaluate.passk import mean_pass_at_k
+from ictrepro.results.findings import WORLDS, findings_table
 from ictrepro.results.pinned import (
     ResultsError,
     check_results,
@@ -377,3 +378,19 @@ def test_results_pinned_without_numerics_are_judged_statistically(rerun_pair, tm
 
     assert len(outcome.numerics_differ) == len(DECISIVE)
     assert all(": (not recorded) != " in line for line in outcome.numerics_differ)
+
+
+def test_findings_page_shows_the_pinned_reports_verdicts():
+    # docs/findings.md quotes every pinned world's verdict table; regenerate it with
+    # `python -m ictrepro.results.findings` after a re-pin.
+    page = (RESULTS_DIR.parent / "docs" / "findings.md").read_text(encoding="utf-8")
+    quoted = page.split("<!-- findings:begin -->\n")[1].split("<!-- findings:end -->")[0]
+    assert quoted == findings_table(RESULTS_DIR)
+    assert quoted.count("\n") == 2 + 5 * len(WORLDS)  # four claims and the control each
+
+
+def test_findings_name_the_report_that_lacks_a_verdict_table(tmp_path):
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "report.md").write_text("# Report\n\nno verdicts\n", encoding="utf-8")
+    with pytest.raises(ResultsError, match=r"tiny/report.md: no '## Verdicts per claim'"):
+        findings_table(tmp_path, worlds=("tiny",))
