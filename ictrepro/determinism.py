@@ -51,6 +51,8 @@ PINNED_ENV: dict[str, str] = {
     "OMP_NUM_THREADS": "1",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
 }
+#: torch.compile's (Inductor's) cache of compiled kernels (:func:`_pinned_cache_dir`).
+CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 #: Set to 1 to run with the machine's own dispatch and thread counts.
 OPT_OUT = "ICTREPRO_UNPINNED"
 #: Packages whose versions change numbers (models, sampling, grading).
@@ -71,10 +73,6 @@ def pin_environment(environ: MutableMapping[str, str] | None = None) -> dict[str
     cache = _pinned_cache_dir(environ.get(CACHE_ENV))
     environ[CACHE_ENV] = cache
     return {**PINNED_ENV, CACHE_ENV: cache}
-
-
-#: torch.compile's (Inductor's) cache of compiled kernels.
-CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
 
 def _pinned_cache_dir(base: str | None) -> str:

@@ -394,3 +394,5 @@ def test_findings_name_the_report_that_lacks_a_verdict_table(tmp_path):
     (tmp_path / "tiny" / "report.md").write_text("# Report\n\nno verdicts\n", encoding="utf-8")
     with pytest.raises(ResultsError, match=r"tiny/report.md: no '## Verdicts per claim'"):
         findings_table(tmp_path, worlds=("tiny",))
+    with pytest.raises(ResultsError, match=r"tiny-fork/report.md: missing"):
+        findings_table(tmp_path, worlds=("tiny-fork",))

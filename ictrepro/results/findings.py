@@ -22,6 +22,10 @@ COLUMNS = ("claim", "difference [95% interval]", "detectable (80%)", "verdict")
 
 def verdict_rows(report: Path) -> list[dict[str, str]]:
     """The rows of the first table under :data:`HEADING` in ``report``, as column -> cell."""
+    if not report.is_file():
+        raise ResultsError(
+            f"{report}: missing; pin a reproduction of that world (ictrepro check --pin RUN)"
+        )
     lines = report.read_text(encoding="utf-8").splitlines()
     try:
         start = next(i for i, line in enumerate(lines) if line.startswith(HEADING))
