@@ -9,6 +9,7 @@ import torch
 from reference import js_divergence, stats_reference
 from torch import Tensor
 
+from ictrepro.algos.selection import SelectionInputs, select_tokens
 from ictrepro.algos.token_stats import (
     group_js,
     head_dtype,
@@ -461,8 +462,6 @@ def _unary_group(fork_depends_on_preamble: bool) -> tuple[Tensor, Tensor]:
 
 @pytest.mark.parametrize("depends", [True, False])
 def test_ict_selects_a_fork_only_when_its_distribution_differs_and_the_rest_is_in_step(depends):
-    from ictrepro.algos.selection import SelectionInputs, select_tokens
-
     logits, mask = _unary_group(depends)
     js = group_js(logits, mask, torch.zeros(8, dtype=torch.long))
     assert bool((js[:, 0] == 0).all())  # one context: u = 0 at the preamble
