@@ -70,14 +70,14 @@ def pin_environment(environ: MutableMapping[str, str] | None = None) -> dict[str
     if environ.get(OPT_OUT) == "1":
         return {}
     environ.update(PINNED_ENV)
-    cache = _pinned_cache_dir(environ.get(CACHE_ENV))
+    cache = _pinned_cache_dir(environ)
     environ[CACHE_ENV] = cache
     return {**PINNED_ENV, CACHE_ENV: cache}
 
 
-def _pinned_cache_dir(base: str | None) -> str:
-    """A folder for the pinned processes' compiled kernels, inside ``base`` (the user's
-    ``TORCHINDUCTOR_CACHE_DIR``, default Inductor's own under the temp folder).
+def _pinned_cache_dir(environ: MutableMapping[str, str]) -> str:
+    """A folder for the pinned processes' compiled kernels, inside the user's
+    ``TORCHINDUCTOR_CACHE_DIR`` of ``environ`` (default Inductor's own under the temp folder).
 
     Inductor's cache keys do not include ``ATEN_CPU_CAPABILITY``. On an AVX-512 machine,
     the kernel ``test_compiled_kernel_matches_reference`` compiles, cached by an unpinned
@@ -85,8 +85,9 @@ def _pinned_cache_dir(base: str | None) -> str:
     free or corruption", torch 2.13.0; a fresh cache passed). A pinned process therefore
     never shares a cache with an unpinned one (the library, the tests)."""
     leaf = f"ictrepro-aten-{PINNED_ENV['ATEN_CPU_CAPABILITY']}"
+    base = environ.get(CACHE_ENV)
     if base is None:
-        user = re.sub(r"[^A-Za-z0-9_-]", "_", os.environ.get("USER") or "user")
+        user = re.sub(r"[^A-Za-z0-9_-]", "_", environ.get("USER") or "user")
         base = os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")
     return base if Path(base).name == leaf else os.path.join(base, leaf)
 

@@ -178,6 +178,9 @@ def test_js_ceiling_ignores_a_rows_own_uncertainty(G, own):
         logits[j, 0, 5 + j % 7] = 0.0
     js = group_js(logits, torch.ones(G, 1, dtype=torch.bool), torch.zeros(G, dtype=torch.long))
     assert abs(float(js[0, 0]) - js_ceiling(G)) < 1e-5
+
+
+def test_js_ceiling_of_a_group_of_eight_is_the_documented_value():
     assert js_ceiling(8) == pytest.approx(0.4969, abs=5e-5)  # docs/tiny-world.md
 
 

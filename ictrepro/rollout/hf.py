@@ -6,7 +6,8 @@ samples on a fixed platform without touching the caller's RNG stream.
 
 The n samples of a prompt share its prefix: each prompt is run through the model once and
 its KV cache copied n times, instead of ``generate`` running n copies of it (the prompt is
-a third to a half of a tiny-world sequence; docs/performance.md, "The sampler"). The samples are the same tokens as ``generate``'s own expansion (checked by
+a third to a half of a tiny-world sequence; docs/performance.md, "The sampler"). The
+samples are the same tokens as ``generate``'s own expansion (checked by
 tests/test_sampler.py) wherever a matrix product's row does not depend on how many rows
 the batch has, which holds for the CPU kernels the pinned results were made with.
 """
