@@ -1,6 +1,6 @@
 """Why ICT's group JS misses the fork: the fork's JS against how many of the group share its position.
 
-    python bench/fork_js_alignment.py MODEL_DIR [--problems 48] [--samples 24]
+    python bench/fork_js_alignment.py MODEL_DIR [--preset tiny-fork] [--problems 48] [--samples 24]
 
 Group JS ``u`` (``ictrepro.algos.token_stats``) compares a response's next-token
 distribution with the group's mean *at the same position*. In the fork world the fork
@@ -12,7 +12,10 @@ others whose fork lies at the same position, and ``7 - k`` whose fork lies elsew
 (``k`` = 0 .. 7, as far as the samples allow). For each ``k`` it prints the mean JS at the
 fork, the mean JS at the response's other tokens, and the share of forks that ICT's mask
 (the top 10% of the response's tokens by ``u``, ``top_fraction_mask``) selects, beside the
-lowest ``u`` that mask keeps: what ICT would do with groups of that alignment. Uses the project's own JS and mask code; prints only.
+lowest ``u`` that mask keeps: what ICT would do with groups of that alignment. Last, the
+groups as RL draws them (each prompt's samples split into groups of 8, whatever their
+alignment): the share of forked responses whose fork ICT's mask selects, beside the 10% a
+random mask of its size would. Uses the project's own JS and mask code; prints only.
 """
 
 from __future__ import annotations
@@ -28,13 +31,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from ictrepro.algos.selection import top_fraction_mask
 from ictrepro.algos.token_stats import token_stats
 from ictrepro.data.prompts import render_prompt
-from ictrepro.data.suites import FORK_MAX_NEW_TOKENS, generate_suite
+from ictrepro.data.suites import generate_suite
+from ictrepro.presets import get_preset
 from ictrepro.train.forks import fork_position
 
 GROUP = 8
 
 
-def sample_responses(model, tokenizer, prompt: str, n: int) -> list[dict]:
+def sample_responses(model, tokenizer, prompt: str, n: int, budget: int) -> list[dict]:
     """``n`` sampled responses of ``prompt`` with their per-position logits ``[T, V]``."""
     inputs = tokenizer([prompt], return_tensors="pt", add_special_tokens=False)
     start = inputs["input_ids"].shape[1]
@@ -44,7 +48,7 @@ def sample_responses(model, tokenizer, prompt: str, n: int) -> list[dict]:
             do_sample=True,
             temperature=1.0,
             top_p=1.0,
-            max_new_tokens=FORK_MAX_NEW_TOKENS,
+            max_new_tokens=budget,
             num_return_sequences=n,
             pad_token_id=tokenizer.pad_token_id,
         )
@@ -78,6 +82,7 @@ def group_js(members: list[dict]) -> torch.Tensor:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", type=Path)
+    parser.add_argument("--preset", default="tiny-fork", help="A fork-world preset.")
     parser.add_argument("--problems", type=int, default=48)
     parser.add_argument("--samples", type=int, default=24)
     parser.add_argument("--seed", type=int, default=0)
@@ -87,15 +92,33 @@ def main() -> None:
     rng = random.Random(args.seed)
     model = AutoModelForCausalLM.from_pretrained(args.model).eval()
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    problems = generate_suite("tiny-fork-mix", seed=7, n_train=args.problems, n_test=0)["train"]
+    preset = get_preset(args.preset)
+    budget = preset.train.rl.max_new_tokens
+    rl_suite = preset.prepare.data.rl_suite
+    problems = generate_suite(rl_suite, seed=7, n_train=args.problems, n_test=0)["train"]
     rows = collections.defaultdict(
         lambda: {"n": 0, "fork": 0.0, "other": 0.0, "threshold": 0.0, "gap": 0.0, "selected": 0}
     )
     positions = collections.Counter()
+    natural = {"forks": 0, "selected": 0, "fork_js": 0.0, "other_js": 0.0, "others": 0}
     for problem in problems:
         responses = sample_responses(
-            model, tokenizer, render_prompt(problem, tokenizer), args.samples
+            model, tokenizer, render_prompt(problem, tokenizer), args.samples, budget
         )
+        for at in range(0, len(responses) - GROUP + 1, GROUP):
+            members = responses[at : at + GROUP]
+            js, mask = group_js(members)
+            selected = top_fraction_mask(js, mask, 0.1, "sequence")
+            for i, m in enumerate(members):
+                if m["fork"] is None:
+                    continue
+                where = m["fork"][0]
+                u = js[i, : len(m["ids"])]
+                natural["forks"] += 1
+                natural["selected"] += bool(selected[i, where])
+                natural["fork_js"] += float(u[where])
+                natural["other_js"] += float(u.sum() - u[where])
+                natural["others"] += len(u) - 1
         forked = [r for r in responses if r["fork"] is not None]
         for focus in forked:
             where = focus["fork"][0]
@@ -129,6 +152,13 @@ def main() -> None:
         n = r["n"]
         print(f"| {k} | {n} | {r['fork'] / n:.4f} | {r['other'] / n:.4f} "
               f"| {r['threshold'] / n:.4f} | {r['gap'] / n:.1e} | {100 * r['selected'] / n:.1f}% |")  # fmt: skip
+    n = max(1, natural["forks"])
+    print(
+        f"\nGroups of {GROUP} as sampled ({natural['forks']} forked responses): "
+        f"ICT selects {100 * natural['selected'] / n:.1f}% of forks; "
+        f"JS at the fork {natural['fork_js'] / n:.4f} nats, "
+        f"at other tokens {natural['other_js'] / max(1, natural['others']):.4f} nats"
+    )
 
 
 if __name__ == "__main__":

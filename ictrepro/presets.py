@@ -36,6 +36,10 @@ from ictrepro.data.suites import (
     FORK_CONTROL_PREAMBLE,
     FORK_EVAL_SUITES,
     FORK_MAX_NEW_TOKENS,
+    TALLY_CONTROL_MAX_NEW_TOKENS,
+    TALLY_CONTROL_PREAMBLE,
+    TALLY_EVAL_SUITES,
+    TALLY_MAX_NEW_TOKENS,
 )
 from ictrepro.data.word_arithmetic import TASK as WORD_ARITHMETIC
 from ictrepro.errors import ConfigError
@@ -151,7 +155,36 @@ FORK_EVAL = EvalSpec(
 FORK_RARE_WORDING = 0.01
 
 
-def _tiny_fork(name: str, preamble: bool, wording_noise: float = 0.0) -> Preset:
+@dataclass(frozen=True)
+class _ForkWorld:
+    """What the dial world and the tally world differ in (ictrepro/data/suites.py)."""
+
+    suites: tuple[str, ...]
+    rl_suite: str
+    budget: int
+    control_preamble: str
+    control_budget: int
+
+
+_DIAL = _ForkWorld(
+    FORK_EVAL_SUITES,
+    "tiny-fork-mix",
+    FORK_MAX_NEW_TOKENS,
+    FORK_CONTROL_PREAMBLE,
+    FORK_CONTROL_MAX_NEW_TOKENS,
+)
+_TALLY = _ForkWorld(
+    TALLY_EVAL_SUITES,
+    "tiny-fork-tally-mix",
+    TALLY_MAX_NEW_TOKENS,
+    TALLY_CONTROL_PREAMBLE,
+    TALLY_CONTROL_MAX_NEW_TOKENS,
+)
+
+
+def _tiny_fork(
+    name: str, preamble: bool, wording_noise: float = 0.0, world: _ForkWorld = _DIAL
+) -> Preset:
     """The fork world (docs/tiny-world.md, "The fork world"): a dial turned up or down
     whose fork lies after a preamble of random length (``tiny-fork``), or, in the control
     ``tiny-fork0``, after the same preamble written into every prompt, so that every
@@ -161,15 +194,15 @@ def _tiny_fork(name: str, preamble: bool, wording_noise: float = 0.0) -> Preset:
     responses hold rare tokens for STAPO's rule. Evaluated per subset (problems only
     turning up, either way, or only turning down solves within the budget); the paper's
     five seeds."""
-    prefix = "" if preamble else FORK_CONTROL_PREAMBLE
-    budget = FORK_MAX_NEW_TOKENS if preamble else FORK_CONTROL_MAX_NEW_TOKENS
+    prefix = "" if preamble else world.control_preamble
+    budget = world.budget if preamble else world.control_budget
     sampling = dataclasses.replace(FORK_EVAL.sampling, max_new_tokens=budget)
     prepare = PrepareConfig(
         preset=name,
         calibration=CalibrationSpec(sampling=dataclasses.replace(sampling, n=4)),
         data=DataSpec(
-            eval_suites=FORK_EVAL_SUITES,
-            rl_suite="tiny-fork-mix",
+            eval_suites=world.suites,
+            rl_suite=world.rl_suite,
             n_test=48,
             n_sft=2000,
             sft_extra=(),
@@ -189,7 +222,7 @@ def _tiny_fork(name: str, preamble: bool, wording_noise: float = 0.0) -> Preset:
         log_js=True,
     )
     warmup = {"ict": {"warmup_steps": 3}, "random": {"warmup_steps": 3}}
-    eval_spec = dataclasses.replace(FORK_EVAL, sampling=sampling)
+    eval_spec = dataclasses.replace(FORK_EVAL, benchmarks=world.suites, sampling=sampling)
     train = TrainPreset(rl=rl, method_args=warmup)
     return Preset(name, prepare, train, eval_spec, (0, 1, 2, 3, 4), CONTROLLED_METHODS)
 
@@ -367,6 +400,8 @@ _PRESETS: dict[str, Callable[[], Preset]] = {
     "tiny-fork-rare": lambda: _tiny_fork(
         "tiny-fork-rare", preamble=True, wording_noise=FORK_RARE_WORDING
     ),
+    "tiny-fork-tally": lambda: _tiny_fork("tiny-fork-tally", preamble=True, world=_TALLY),
+    "tiny-fork-tally0": lambda: _tiny_fork("tiny-fork-tally0", preamble=False, world=_TALLY),
     "paper-0.5b": lambda: _paper("paper-0.5b", "Qwen/Qwen2.5-0.5B"),
     "paper-1.5b": lambda: _paper("paper-1.5b", "Qwen/Qwen2.5-1.5B"),
     "paper-7b": lambda: _paper("paper-7b", "Qwen/Qwen2.5-7B"),

@@ -395,6 +395,79 @@ def _fork_generator(subset: str) -> Callable[[random.Random], Generated]:
     return gen
 
 
+# ------------------------------------------------------------ the tally world
+#
+# The fork world with a walk whose tokens do not depend on the direction (docs/tiny-world.md,
+# "The tally world"). Group JS compares a response with the group *at the same position*,
+# so in the dial world every digit of a walk that the group's other responses, turning the
+# other way or out of step, do not share sits at JS's ceiling and fills ICT's top 10%
+# before the fork can. Here the prompt states how many steps each way takes, and a worked
+# solution opens with a verb, names the direction and the answer, and counts its steps
+# (``Spin up: \\boxed{8} in 1,2,3.``), so responses that turn either way write the same
+# tokens at the same positions until the shorter count ends. The fork's distribution still
+# differs across the group, because the warm start ties it to the verb the response drew
+# (``TALLY_VERB_UP``), the token before it. The budget separates the subsets as in the dial
+# world.
+
+#: The dials' names: with the start and the target they make 720 problems, 240 per subset.
+TALLY_DIALS = "ABCDEFGH"
+#: The verb a solution opens with, drawn per solution, and how likely a warm-start solution
+#: with it turns up: the fork, the next token, has a distribution that depends on the verb
+#: drawn. Each is one token.
+TALLY_VERB_UP = {"Turn": 0.8, "Spin": 0.8, "Move": 0.2, "Roll": 0.2}
+#: The tally control's response prefix (as ``FORK_CONTROL_PREAMBLE`` in the dial world).
+TALLY_CONTROL_PREAMBLE = "Turn"
+#: The tally world's budget: any preamble and a count to FORK_REACH fit, a count one longer
+#: does not (tests/test_tally_world.py counts them with the tokenizer).
+TALLY_MAX_NEW_TOKENS = 23
+TALLY_CONTROL_MAX_NEW_TOKENS = TALLY_MAX_NEW_TOKENS - 1
+
+
+def tally_problem_parts(problem: str) -> tuple[str, int, int]:
+    """``(dial, start, target)`` of a tally-world problem text."""
+    match = re.fullmatch(
+        r"Dial ([A-Z]) shows (\d)\. Turn it to (\d): \d steps up or \d down\.", problem
+    )
+    if match is None:
+        raise ValueError(f"not a tally-world problem: {problem!r}")
+    return match[1], int(match[2]), int(match[3])
+
+
+def tally_count(start: int, target: int, strategy: int) -> list[int]:
+    """The count a tally walk from ``start`` to ``target`` in steps of 1 writes, turning up
+    (strategy 0) or down (1): ``1 .. n`` for the ``n`` steps it takes."""
+    up = (target - start) % FORK_DIAL
+    return list(range(1, (up if strategy == 0 else FORK_DIAL - up) + 1))
+
+
+def tally_line(target: int, count: list[int], strategy: int) -> str:
+    """The line of work of a tally solution after its verb: direction, answer, count."""
+    direction = FORK_MARKERS[strategy].split()[1]
+    return f"{direction} \\boxed{{{target}}} in {','.join(map(str, count))}."
+
+
+def _tally_item(rng: random.Random, subset: str) -> Generated:
+    dial, start = rng.choice(TALLY_DIALS), rng.randrange(FORK_DIAL)
+    up = rng.choice(FORK_SUBSETS[subset])
+    target = (start + up) % FORK_DIAL
+    problem = (
+        f"Dial {dial} shows {start}. Turn it to {target}: {up} steps up or {FORK_DIAL - up} down."
+    )
+    verb = rng.choice(list(TALLY_VERB_UP))
+    strategy = int(rng.random() >= TALLY_VERB_UP[verb])
+    line = tally_line(target, tally_count(start, target, strategy), strategy)
+    return problem, f"{verb} {line}", str(target), None
+
+
+def _tally_generator(subset: str) -> Callable[[random.Random], Generated]:
+    def gen(rng: random.Random) -> Generated:
+        return _tally_item(rng, subset)
+
+    gen.__name__ = f"gen_tally_{subset}"
+    gen.__doc__ = f"Tally problems that only the {subset} count solves (or both)."
+    return gen
+
+
 def fork_gold(problem: Problem) -> str | None:
     """The ``worked`` gold of a fork-world problem (None for any other problem): the answer,
     then the line each direction's walk writes. The answer is the target the prompt states,
@@ -403,26 +476,51 @@ def fork_gold(problem: Problem) -> str | None:
     an answer counts only after a valid walk in the direction it names."""
     if not problem.meta.get("family", "").startswith("fork"):
         return None
-    start, target, step = fork_problem_parts(problem.problem)
-    walks = (fork_walk(start, target, step, s) for s in range(len(FORK_MARKERS)))
-    lines = [f"{m} {','.join(map(str, w))}." for m, w in zip(FORK_MARKERS, walks, strict=True)]
+    if problem.meta["family"].startswith("fork-tally"):
+        _, start, target = tally_problem_parts(problem.problem)
+        lines = [tally_line(target, tally_count(start, target, s), s) for s in (0, 1)]
+    else:
+        start, target, step = fork_problem_parts(problem.problem)
+        walks = (fork_walk(start, target, step, s) for s in range(len(FORK_MARKERS)))
+        lines = [f"{m} {','.join(map(str, w))}." for m, w in zip(FORK_MARKERS, walks, strict=True)]
     return "\n".join([problem.answer, *lines])
 
 
+#: A strategy's marker in either world: a verb (the dial world's is always "Turn"), then
+#: the direction, the fork, as in ``FORK_MARKERS``.
+_MARKER = re.compile(
+    "(?:{}) ({}):".format(
+        "|".join(TALLY_VERB_UP), "|".join(m.split()[1].rstrip(":") for m in FORK_MARKERS)
+    )
+)
+
+
+def fork_choice(response: str) -> tuple[int, int] | None:
+    """``(character index of the fork word, strategy)`` of the first marker in ``response``:
+    strategy 0 (majority, forward) or 1 (minority, backward); None for no marker."""
+    match = _MARKER.search(response)
+    if match is None:
+        return None
+    return match.start(1), [m.split()[1] for m in FORK_MARKERS].index(match[1] + ":")
+
+
 def fork_strategy(response: str) -> int | None:
-    """Which strategy ``response`` chose: 0 (majority, forward), 1 (minority, backward) or
-    None (neither marker)."""
-    found = [(response.find(m), i) for i, m in enumerate(FORK_MARKERS) if m in response]
-    return min(found)[1] if found else None
+    """Which strategy ``response`` chose (:func:`fork_choice`), or None (no marker)."""
+    choice = fork_choice(response)
+    return None if choice is None else choice[1]
 
 
-def _fork_suites() -> list[Suite]:
-    gens = {s: _fork_generator(s) for s in FORK_SUBSETS}
+def _fork_suites(world: str, generator: Callable[[str], Callable]) -> list[Suite]:
+    """One suite per subset (``tiny-<world>-<subset>``) and the RL prompts' mixture."""
+    gens = {s: generator(s) for s in FORK_SUBSETS}
     # The RL prompts: 12 up-only, 3 either-way, 5 down-only problems in every 20.
     mix = (gens["forward"],) * 12 + (gens["both"],) * 3 + (gens["backward"],) * 5
     return [
-        *(Suite(f"tiny-fork-{s}", f"fork-{s}", (g,), train_repeats=True) for s, g in gens.items()),
-        Suite("tiny-fork-mix", "fork", mix, train_repeats=True),
+        *(
+            Suite(f"tiny-{world}-{s}", f"{world}-{s}", (g,), train_repeats=True)
+            for s, g in gens.items()
+        ),
+        Suite(f"tiny-{world}-mix", world, mix, train_repeats=True),
     ]
 
 
@@ -462,11 +560,14 @@ SUITES: dict[str, Suite] = {
             "all seven",
             (gen_gsm8k, gen_math500, gen_mmlu_stem, gen_gpqa, gen_aime23, gen_aime24, gen_aime25),
         ),
-        *_fork_suites(),
+        *_fork_suites("fork", _fork_generator),
+        *_fork_suites("fork-tally", _tally_generator),
     )
 }
 #: The evaluation suites of the fork world (and of its control), one per subset.
 FORK_EVAL_SUITES = tuple(f"tiny-fork-{s}" for s in FORK_SUBSETS)
+#: The same for the tally world.
+TALLY_EVAL_SUITES = tuple(f"tiny-fork-tally-{s}" for s in FORK_SUBSETS)
 SPLITS = ("train", "test")
 #: The suites a tiny run is evaluated on (every suite but the training mixture), in the
 #: order of the paper's tables.
@@ -556,7 +657,7 @@ def generate_suite(
 
 
 #: Every generated suite a tiny world can be evaluated on, in report order.
-ALL_EVAL_SUITES = (*EVAL_SUITES, *FORK_EVAL_SUITES)
+ALL_EVAL_SUITES = (*EVAL_SUITES, *FORK_EVAL_SUITES, *TALLY_EVAL_SUITES)
 
 
 def is_tiny_suite(name: str) -> bool:

@@ -1,7 +1,8 @@
 """Where a response of the fork world chooses its strategy, and what each rule does there.
 
 The fork world (``ictrepro/data/suites.py``, docs/tiny-world.md) has one decisive token per
-response: the word after "Turn" ("up": the majority strategy; "down": the minority one).
+response: the word after "Turn" (in the tally world, after one of a few verbs): "up", the
+majority strategy, or "down", the minority one.
 :func:`fork_positions` finds it in each sampled response and :func:`fork_metrics` logs,
 per training step, the ``fork_*`` keys of ``metrics.jsonl``:
 
@@ -26,7 +27,7 @@ from torch import Tensor
 from transformers import PreTrainedTokenizerBase
 
 from ictrepro.algos.token_stats import TokenStats
-from ictrepro.data.suites import FORK_MARKERS, fork_strategy
+from ictrepro.data.suites import fork_choice
 from ictrepro.train.metrics import MetricSums
 
 #: Offsets from the fork: name -> (lowest, highest) inclusive.
@@ -47,8 +48,6 @@ FORK_METRICS = (
     "fork_js_mean",
     "nonfork_js_mean",
 )
-#: Characters the two markers share ("Turn "): the fork is the token after them.
-_COMMON = next(i for i, (a, b) in enumerate(zip(*FORK_MARKERS, strict=False)) if a != b)
 
 
 def fork_position(
@@ -56,10 +55,10 @@ def fork_position(
 ) -> tuple[int, int] | None:
     """``(index of the fork token in token_ids, strategy)``; None when ``text`` names no
     strategy or the tokens do not spell its beginning (a response cut before the fork)."""
-    strategy = fork_strategy(text)
-    if strategy is None:
+    choice = fork_choice(text)
+    if choice is None:
         return None
-    char = text.find(FORK_MARKERS[strategy]) + _COMMON
+    char, strategy = choice
     end = 0
     for i, token in enumerate(token_ids):
         end += len(tokenizer.decode([token]))
