@@ -2,6 +2,7 @@
 on group JS seeing the fork?
 
     python bench/fork_control.py runs/tiny-fork runs/tiny-fork0 [--methods ict,random,grpo]
+    python bench/fork_control.py runs/tiny-fork-tally runs/tiny-fork-tally0
 
 ``tiny-fork`` puts a preamble of random length before the fork, so the responses of a
 group reach it in different contexts; ``tiny-fork0`` writes one preamble into every
@@ -15,6 +16,8 @@ and the difference resolvable with 80% power; then what each rule did at the for
 
 If ICT's selection of the fork is what matters, ICT - Random should be larger in
 ``tiny-fork`` than in ``tiny-fork0``; if it is not, whatever ICT does is not the fork.
+The tally world and its control (``tiny-fork-tally``, ``tiny-fork-tally0``: one verb
+written into every prompt) pair the same way.
 """
 
 from __future__ import annotations
@@ -111,19 +114,20 @@ def same_world(fork: Path, control: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("fork", type=Path, help="a tiny-fork run (reproduced)")
-    parser.add_argument("control", type=Path, help="a tiny-fork0 run on the same base model")
+    parser.add_argument("fork", type=Path, help="a tiny-fork (or -tally) run, reproduced")
+    parser.add_argument("control", type=Path, help="its control's run, same base model")
     parser.add_argument("--methods", default="ict,random,grpo")
     args = parser.parse_args()
     same_world(args.fork, args.control)
     methods = args.methods.split(",")
-    runs = {
-        "tiny-fork": load_run(args.fork, methods),
-        "tiny-fork0": load_run(args.control, methods),
-    }
+    # Labelled by folder (e.g. tiny-fork / tiny-fork0, or tiny-fork-tally / -tally0).
+    world, control = args.fork.name, args.control.name
+    if world == control:
+        raise SystemExit("name the two runs' folders apart: they label the rows")
+    runs = {world: load_run(args.fork, methods), control: load_run(args.control, methods)}
     print("Both runs prepared the same base model (weights, tokenizer and configs by hash).\n")
     for metric, name in (("p1", "P@1"), ("p4", "P@4")):
-        reference = matrices(runs["tiny-fork"], methods[0], metric)
+        reference = matrices(runs[world], methods[0], metric)
         m = {
             v: {x: in_order(matrices(r, x, metric), reference) for x in methods}
             for v, r in runs.items()
@@ -135,10 +139,10 @@ def main() -> None:
             for variant in runs:
                 print(row(f"{a} - {b}, {variant}", m[variant][a], m[variant][b]))
         for x in methods:
-            print(row(f"{x}: tiny-fork - tiny-fork0", m["tiny-fork"][x], m["tiny-fork0"][x]))
+            print(row(f"{x}: {world} - {control}", m[world][x], m[control][x]))
         for a, b in combinations(methods, 2):
-            fork, control = ([x - y for x, y in zip(m[v][a], m[v][b], strict=True)] for v in runs)
-            print(row(f"({a} - {b}): tiny-fork - tiny-fork0", fork, control))
+            gaps = ([x - y for x, y in zip(m[v][a], m[v][b], strict=True)] for v in runs)
+            print(row(f"({a} - {b}): {world} - {control}", *gaps))
         print()
     print("### At the fork (metrics.jsonl, mean over seeds)\n")
     print(

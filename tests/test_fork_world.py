@@ -23,6 +23,7 @@ from ictrepro.data.suites import (
     FORK_STEPS,
     FORK_SUBSETS,
     WORDING_VARIANTS,
+    fork_choice,
     fork_problem_parts,
     fork_strategy,
     fork_walk,
@@ -161,6 +162,16 @@ def test_the_fork_is_the_token_that_names_the_strategy(tokenizer):
     # Cut before the fork: the text names no strategy.
     ids = tokenizer("So. Turn", add_special_tokens=False)["input_ids"]
     assert fork_position(ids, "So. Turn", tokenizer) is None
+
+
+def test_fork_choice_finds_the_first_marker_of_either_world_by_hand():
+    assert fork_choice("So. Turn up: 4,5. The answer is \\boxed{5}.") == (9, 0)
+    assert fork_choice("I see. Turn down: 3. Turn up: 5.") == (12, 1)
+    assert fork_choice("Roll down: \\boxed{3} in 1,2.") == (5, 1)
+    assert fork_choice("Spin up: \\boxed{3} in 1.") == (5, 0)
+    assert fork_choice("Turn up 4,5.") is None  # no colon: not a marker
+    assert fork_choice("Jump up: 4.") is None  # not a verb of either world
+    assert fork_choice("") is None
 
 
 def _naive(forks, entropy, js, mask, response):
