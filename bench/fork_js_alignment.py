@@ -33,12 +33,15 @@ from ictrepro.algos.token_stats import token_stats
 from ictrepro.data.prompts import render_prompt
 from ictrepro.data.suites import generate_suite
 from ictrepro.presets import get_preset
+from ictrepro.stages.prepare import with_response_prefix
 from ictrepro.train.forks import fork_position
 
 GROUP = 8
 
 
-def sample_responses(model, tokenizer, prompt: str, n: int, budget: int) -> list[dict]:
+def sample_responses(
+    model, tokenizer, prompt: str, n: int, budget: int, prefix: str = ""
+) -> list[dict]:
     """``n`` sampled responses of ``prompt`` with their per-position logits ``[T, V]``."""
     inputs = tokenizer([prompt], return_tensors="pt", add_special_tokens=False)
     start = inputs["input_ids"].shape[1]
@@ -60,7 +63,7 @@ def sample_responses(model, tokenizer, prompt: str, n: int, budget: int) -> list
             ids.index(tokenizer.eos_token_id) + 1 if tokenizer.eos_token_id in ids else len(ids)
         )
         ids = ids[:length]
-        fork = fork_position(ids, tokenizer.decode(ids), tokenizer)
+        fork = fork_position(ids, tokenizer.decode(ids), tokenizer, prefix)
         responses.append({"ids": ids, "logits": row_logits[:length], "fork": fork})
     return responses
 
@@ -96,6 +99,8 @@ def main() -> None:
     budget = preset.train.rl.max_new_tokens
     rl_suite = preset.prepare.data.rl_suite
     problems = generate_suite(rl_suite, seed=7, n_train=args.problems, n_test=0)["train"]
+    prefix = preset.prepare.data.response_prefix  # a control's: its prompts end with it
+    problems = with_response_prefix(problems, prefix) if prefix else problems
     rows = collections.defaultdict(
         lambda: {"n": 0, "fork": 0.0, "other": 0.0, "threshold": 0.0, "gap": 0.0, "selected": 0}
     )
@@ -103,7 +108,7 @@ def main() -> None:
     natural = {"forks": 0, "selected": 0, "fork_js": 0.0, "other_js": 0.0, "others": 0}
     for problem in problems:
         responses = sample_responses(
-            model, tokenizer, render_prompt(problem, tokenizer), args.samples, budget
+            model, tokenizer, render_prompt(problem, tokenizer), args.samples, budget, prefix
         )
         for at in range(0, len(responses) - GROUP + 1, GROUP):
             members = responses[at : at + GROUP]

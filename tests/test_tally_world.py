@@ -151,6 +151,10 @@ def test_the_control_prefix_leaves_the_budget_of_its_verb(tokenizer):
         rest_ids = tokenizer(rest, add_special_tokens=False)["input_ids"]
         assert tokenizer(whole, add_special_tokens=False)["input_ids"] == opening + rest_ids
         assert (len(rest_ids) <= TALLY_CONTROL_MAX_NEW_TOKENS) == (n <= FORK_REACH)
+        # The control's response opens with the fork; it is found with the prompt's prefix.
+        assert fork_position(rest_ids, rest, tokenizer) is None
+        assert fork_position(rest_ids, rest, tokenizer, TALLY_CONTROL_PREAMBLE) == (0, 1)
+        assert gold_of(prefixed)[0].split("\n")[0] == "0"
 
 
 def test_the_presets_differ_only_in_the_prefix_and_its_budget():

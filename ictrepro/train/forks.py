@@ -51,14 +51,18 @@ FORK_METRICS = (
 
 
 def fork_position(
-    token_ids: Sequence[int], text: str, tokenizer: PreTrainedTokenizerBase
+    token_ids: Sequence[int], text: str, tokenizer: PreTrainedTokenizerBase, prefix: str = ""
 ) -> tuple[int, int] | None:
     """``(index of the fork token in token_ids, strategy)``; None when ``text`` names no
-    strategy or the tokens do not spell its beginning (a response cut before the fork)."""
-    choice = fork_choice(text)
-    if choice is None:
+    strategy or the tokens do not spell its beginning (a response cut before the fork).
+
+    ``prefix``: what the prompt wrote of the response before ``text`` (a control's
+    ``meta.response_prefix``), read with it: the tally control's prefix is the verb of the
+    marker whose fork opens the response."""
+    choice = fork_choice(prefix + text)
+    if choice is None or choice[0] < len(prefix):
         return None
-    char, strategy = choice
+    char, strategy = choice[0] - len(prefix), choice[1]
     end = 0
     for i, token in enumerate(token_ids):
         end += len(tokenizer.decode([token]))
@@ -68,10 +72,10 @@ def fork_position(
 
 
 def fork_positions(
-    completions: Sequence[tuple[Sequence[int], str]], tokenizer: PreTrainedTokenizerBase
+    completions: Sequence[tuple[Sequence[int], str, str]], tokenizer: PreTrainedTokenizerBase
 ) -> list[tuple[int, int] | None]:
-    """:func:`fork_position` of each ``(token_ids, text)``, in batch row order."""
-    return [fork_position(ids, text, tokenizer) for ids, text in completions]
+    """:func:`fork_position` of each ``(token_ids, text, prefix)``, in batch row order."""
+    return [fork_position(ids, text, tokenizer, prefix) for ids, text, prefix in completions]
 
 
 def fork_metrics(

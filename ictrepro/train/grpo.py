@@ -409,7 +409,11 @@ class GRPOTrainer:
         mask = self.select(batch, advantages, stats, step)
         fork_sums = MetricSums()
         if self.fork_world:
-            rows = [(c.token_ids, c.text) for group in completions for c in group]
+            rows = [
+                (c.token_ids, c.text, problem.meta.get("response_prefix", ""))
+                for problem, group in zip(problems, completions, strict=True)
+                for c in group
+            ]
             forks = fork_positions(rows, self.tokenizer)
             fork_sums = fork_metrics(forks, stats, mask, batch.response_mask)
         t3 = time.perf_counter()
