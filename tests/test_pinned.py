@@ -62,6 +62,7 @@ def test_check_reads_results_of_the_current_directory(results, monkeypatch):
         ("tiny-fork", 31 * 3),  # base + 6 methods (the positive control too) x 5 seeds, 3 subsets
         ("tiny-fork0", 31 * 3),
         ("tiny-fork-rare", 31 * 3),
+        ("tiny-fork-tally", 31 * 3),
     ],
 )
 def test_pinned_scores_agree_with_their_counts(preset, records):

@@ -14,7 +14,7 @@ from pathlib import Path
 from ictrepro.results.pinned import RESULTS_DIR, ResultsError
 
 #: The pinned worlds, in the order docs/findings.md discusses them.
-WORLDS = ("tiny", "tiny-fork", "tiny-fork0", "tiny-fork-rare")
+WORLDS = ("tiny", "tiny-fork", "tiny-fork0", "tiny-fork-rare", "tiny-fork-tally")
 HEADING = "## Verdicts per claim"
 #: The report's columns this table keeps (it leaves out the seeds projection).
 COLUMNS = ("claim", "difference [95% interval]", "detectable (80%)", "verdict")
