@@ -37,7 +37,7 @@ from ictrepro.data.suites import (
     FORK_EVAL_SUITES,
     FORK_MAX_NEW_TOKENS,
     TALLY_CONTROL_MAX_NEW_TOKENS,
-    TALLY_CONTROL_PREAMBLE,
+    TALLY_CONTROL_VERB,
     TALLY_EVAL_SUITES,
     TALLY_MAX_NEW_TOKENS,
 )
@@ -162,7 +162,7 @@ class _ForkWorld:
     suites: tuple[str, ...]
     rl_suite: str
     budget: int
-    control_preamble: str
+    control_prefix: str
     control_budget: int
 
 
@@ -177,7 +177,7 @@ _TALLY = _ForkWorld(
     TALLY_EVAL_SUITES,
     "tiny-fork-tally-mix",
     TALLY_MAX_NEW_TOKENS,
-    TALLY_CONTROL_PREAMBLE,
+    TALLY_CONTROL_VERB,
     TALLY_CONTROL_MAX_NEW_TOKENS,
 )
 
@@ -191,10 +191,12 @@ def _tiny_fork(
     response of a group reaches the fork with the same context (group JS 0 there). Both
     prepare the same base model from the same data. ``tiny-fork-rare`` is ``tiny-fork``
     whose warm start varies its answer leads' wording (``wording_noise``), so that correct
-    responses hold rare tokens for STAPO's rule. Evaluated per subset (problems only
-    turning up, either way, or only turning down solves within the budget); the paper's
-    five seeds."""
-    prefix = "" if preamble else world.control_preamble
+    responses hold rare tokens for STAPO's rule. ``world=_TALLY``: the tally world
+    (``tiny-fork-tally``, control ``tiny-fork-tally0``; docs/tiny-world.md, "The tally
+    world"), whose responses count their steps and stay in step with their group.
+    Evaluated per subset (problems only turning up, either way, or only turning down
+    solves within the budget); the paper's five seeds."""
+    prefix = "" if preamble else world.control_prefix
     budget = world.budget if preamble else world.control_budget
     sampling = dataclasses.replace(FORK_EVAL.sampling, max_new_tokens=budget)
     prepare = PrepareConfig(

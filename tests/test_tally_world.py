@@ -16,7 +16,7 @@ from ictrepro.data.suites import (
     FORK_REACH,
     FORK_SUBSETS,
     TALLY_CONTROL_MAX_NEW_TOKENS,
-    TALLY_CONTROL_PREAMBLE,
+    TALLY_CONTROL_VERB,
     TALLY_DIALS,
     TALLY_MAX_NEW_TOKENS,
     TALLY_VERB_UP,
@@ -138,22 +138,22 @@ def test_responses_stay_in_step_whichever_way_they_turn(tokenizer):
 def test_the_control_prefix_leaves_the_budget_of_its_verb(tokenizer):
     problem = Problem("p", _TEXT, "0", meta={"family": "fork-tally-both"})
     prefixed = dataclasses.replace(
-        problem, meta={**problem.meta, "response_prefix": TALLY_CONTROL_PREAMBLE}
+        problem, meta={**problem.meta, "response_prefix": TALLY_CONTROL_VERB}
     )
     ids = tokenizer(render_prompt(problem, tokenizer), add_special_tokens=False)["input_ids"]
     both = tokenizer(render_prompt(prefixed, tokenizer), add_special_tokens=False)["input_ids"]
-    opening = tokenizer(TALLY_CONTROL_PREAMBLE, add_special_tokens=False)["input_ids"]
+    opening = tokenizer(TALLY_CONTROL_VERB, add_special_tokens=False)["input_ids"]
     assert both == ids + opening
     assert len(opening) == TALLY_MAX_NEW_TOKENS - TALLY_CONTROL_MAX_NEW_TOKENS
     for n in range(1, FORK_DIAL):
-        whole = _response(TALLY_CONTROL_PREAMBLE, 1, n)
-        rest = whole.removeprefix(TALLY_CONTROL_PREAMBLE)
+        whole = _response(TALLY_CONTROL_VERB, 1, n)
+        rest = whole.removeprefix(TALLY_CONTROL_VERB)
         rest_ids = tokenizer(rest, add_special_tokens=False)["input_ids"]
         assert tokenizer(whole, add_special_tokens=False)["input_ids"] == opening + rest_ids
         assert (len(rest_ids) <= TALLY_CONTROL_MAX_NEW_TOKENS) == (n <= FORK_REACH)
         # The control's response opens with the fork; it is found with the prompt's prefix.
         assert fork_position(rest_ids, rest, tokenizer) is None
-        assert fork_position(rest_ids, rest, tokenizer, TALLY_CONTROL_PREAMBLE) == (0, 1)
+        assert fork_position(rest_ids, rest, tokenizer, TALLY_CONTROL_VERB) == (0, 1)
         assert gold_of(prefixed)[0].split("\n")[0] == "0"
 
 
@@ -161,7 +161,7 @@ def test_the_presets_differ_only_in_the_prefix_and_its_budget():
     world, control = get_preset("tiny-fork-tally"), get_preset("tiny-fork-tally0")
     assert world.prepare.data.rl_suite == "tiny-fork-tally-mix"
     assert world.eval.benchmarks == tuple(f"tiny-fork-tally-{s}" for s in FORK_SUBSETS)
-    assert control.prepare.data.response_prefix == TALLY_CONTROL_PREAMBLE
+    assert control.prepare.data.response_prefix == TALLY_CONTROL_VERB
     assert world.prepare.data.response_prefix == ""
     same_data = dataclasses.replace(control.prepare.data, response_prefix="")
     assert same_data == world.prepare.data

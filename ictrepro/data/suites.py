@@ -335,6 +335,8 @@ FORK_STEPS = (1, 3, 7, 9)
 FORK_REACH = 6
 #: (majority, minority) strategy: how a worked solution starts its walk.
 FORK_MARKERS = ("Turn up:", "Turn down:")
+#: The fork token's word in each marker: what a response chooses.
+FORK_DIRECTIONS = ("up", "down")
 #: Preambles of 2, 2, 3 and 3 tokens, drawn per solution in the ``tiny-fork`` suites; the
 #: spread (1 token) is under one step (2 tokens), so the budget separates the subsets
 #: whatever the preamble.
@@ -415,9 +417,10 @@ TALLY_DIALS = "ABCDEFGH"
 #: with it turns up: the fork, the next token, has a distribution that depends on the verb
 #: drawn. Each is one token.
 TALLY_VERB_UP = {"Turn": 0.8, "Spin": 0.8, "Move": 0.2, "Roll": 0.2}
-#: The tally control's response prefix (as ``FORK_CONTROL_PREAMBLE`` in the dial world).
-TALLY_CONTROL_PREAMBLE = "Turn"
-#: The tally world's budget: any preamble and a count to FORK_REACH fit, a count one longer
+#: The tally control's response prefix (as ``FORK_CONTROL_PREAMBLE`` in the dial world): one
+#: verb, so every response of a group reaches the fork with the same context.
+TALLY_CONTROL_VERB = "Turn"
+#: The tally world's budget: any verb and a count to FORK_REACH fit, a count one longer
 #: does not (tests/test_tally_world.py counts them with the tokenizer).
 TALLY_MAX_NEW_TOKENS = 23
 TALLY_CONTROL_MAX_NEW_TOKENS = TALLY_MAX_NEW_TOKENS - 1
@@ -442,8 +445,8 @@ def tally_count(start: int, target: int, strategy: int) -> list[int]:
 
 def tally_line(target: int, count: list[int], strategy: int) -> str:
     """The line of work of a tally solution after its verb: direction, answer, count."""
-    direction = FORK_MARKERS[strategy].split()[1]
-    return f"{direction} \\boxed{{{target}}} in {','.join(map(str, count))}."
+    count_text = ",".join(map(str, count))
+    return f"{FORK_DIRECTIONS[strategy]}: \\boxed{{{target}}} in {count_text}."
 
 
 def _tally_item(rng: random.Random, subset: str) -> Generated:
@@ -488,11 +491,7 @@ def fork_gold(problem: Problem) -> str | None:
 
 #: A strategy's marker in either world: a verb (the dial world's is always "Turn"), then
 #: the direction, the fork, as in ``FORK_MARKERS``.
-_MARKER = re.compile(
-    "(?:{}) ({}):".format(
-        "|".join(TALLY_VERB_UP), "|".join(m.split()[1].rstrip(":") for m in FORK_MARKERS)
-    )
-)
+_MARKER = re.compile(f"(?:{'|'.join(TALLY_VERB_UP)}) ({'|'.join(FORK_DIRECTIONS)}):")
 
 
 def fork_choice(response: str) -> tuple[int, int] | None:
@@ -501,7 +500,7 @@ def fork_choice(response: str) -> tuple[int, int] | None:
     match = _MARKER.search(response)
     if match is None:
         return None
-    return match.start(1), [m.split()[1] for m in FORK_MARKERS].index(match[1] + ":")
+    return match.start(1), FORK_DIRECTIONS.index(match[1])
 
 
 def fork_strategy(response: str) -> int | None:
