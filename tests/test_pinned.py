@@ -63,6 +63,7 @@ def test_check_reads_results_of_the_current_directory(results, monkeypatch):
         ("tiny-fork0", 31 * 3),
         ("tiny-fork-rare", 31 * 3),
         ("tiny-fork-tally", 31 * 3),
+        ("tiny-fork-tally0", 21 * 3),  # base + grpo, ict, random, grpo-lr4 x 5 seeds
     ],
 )
 def test_pinned_scores_agree_with_their_counts(preset, records):

@@ -14,7 +14,14 @@ from pathlib import Path
 from ictrepro.results.pinned import RESULTS_DIR, ResultsError
 
 #: The pinned worlds, in the order docs/findings.md discusses them.
-WORLDS = ("tiny", "tiny-fork", "tiny-fork0", "tiny-fork-rare", "tiny-fork-tally")
+WORLDS = (
+    "tiny",
+    "tiny-fork",
+    "tiny-fork0",
+    "tiny-fork-rare",
+    "tiny-fork-tally",
+    "tiny-fork-tally0",
+)
 HEADING = "## Verdicts per claim"
 #: The report's columns this table keeps (it leaves out the seeds projection).
 COLUMNS = ("claim", "difference [95% interval]", "detectable (80%)", "verdict")
