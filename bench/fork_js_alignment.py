@@ -1,4 +1,4 @@
-"""Why ICT's group JS misses the fork: the fork's JS against how many of the group share its position.
+"""Whether ICT's group JS sees the fork: the fork's JS against how many of the group share its position.
 
     python bench/fork_js_alignment.py MODEL_DIR [--preset tiny-fork] [--problems 48] [--samples 24]
 
