@@ -388,12 +388,17 @@ def _fork_item(rng: random.Random, subset: str) -> Generated:
     return problem, _boxed(steps, str(target)), str(target), None
 
 
-def _fork_generator(subset: str) -> Callable[[random.Random], Generated]:
-    def gen(rng: random.Random) -> Generated:
-        return _fork_item(rng, subset)
+def _subset_generator(
+    item: Callable[[random.Random, str], Generated], name: str, doc: str, subset: str
+) -> Callable[[random.Random], Generated]:
+    """``item`` for one subset, named ``gen_<name>_<subset>`` (the name problems record in
+    ``meta.generator``)."""
 
-    gen.__name__ = f"gen_fork_{subset}"
-    gen.__doc__ = f"Dial problems that only the {subset} walk solves (or both)."
+    def gen(rng: random.Random) -> Generated:
+        return item(rng, subset)
+
+    gen.__name__ = f"gen_{name}_{subset}"
+    gen.__doc__ = doc.format(subset=subset)
     return gen
 
 
@@ -462,15 +467,6 @@ def _tally_item(rng: random.Random, subset: str) -> Generated:
     return problem, f"{verb} {line}", str(target), None
 
 
-def _tally_generator(subset: str) -> Callable[[random.Random], Generated]:
-    def gen(rng: random.Random) -> Generated:
-        return _tally_item(rng, subset)
-
-    gen.__name__ = f"gen_tally_{subset}"
-    gen.__doc__ = f"Tally problems that only the {subset} count solves (or both)."
-    return gen
-
-
 def fork_gold(problem: Problem) -> str | None:
     """The ``worked`` gold of a fork-world problem (None for any other problem): the answer,
     then the line each direction's walk writes. The answer is the target the prompt states,
@@ -509,9 +505,12 @@ def fork_strategy(response: str) -> int | None:
     return None if choice is None else choice[1]
 
 
-def _fork_suites(world: str, generator: Callable[[str], Callable]) -> list[Suite]:
-    """One suite per subset (``tiny-<world>-<subset>``) and the RL prompts' mixture."""
-    gens = {s: generator(s) for s in FORK_SUBSETS}
+def _fork_suites(
+    world: str, item: Callable[[random.Random, str], Generated], name: str, doc: str
+) -> list[Suite]:
+    """One suite per subset (``tiny-<world>-<subset>``) of ``item``'s problems and the RL
+    prompts' mixture."""
+    gens = {s: _subset_generator(item, name, doc, s) for s in FORK_SUBSETS}
     # The RL prompts: 12 up-only, 3 either-way, 5 down-only problems in every 20.
     mix = (gens["forward"],) * 12 + (gens["both"],) * 3 + (gens["backward"],) * 5
     return [
@@ -559,8 +558,18 @@ SUITES: dict[str, Suite] = {
             "all seven",
             (gen_gsm8k, gen_math500, gen_mmlu_stem, gen_gpqa, gen_aime23, gen_aime24, gen_aime25),
         ),
-        *_fork_suites("fork", _fork_generator),
-        *_fork_suites("fork-tally", _tally_generator),
+        *_fork_suites(
+            "fork",
+            _fork_item,
+            "fork",
+            "Dial problems that only the {subset} walk solves (or both).",
+        ),
+        *_fork_suites(
+            "fork-tally",
+            _tally_item,
+            "tally",
+            "Tally problems that only the {subset} count solves (or both).",
+        ),
     )
 }
 #: The evaluation suites of the fork world (and of its control), one per subset.
