@@ -27,7 +27,7 @@ from ictrepro.data.suites import (
     tally_problem_parts,
 )
 from ictrepro.models.tokenizer import train_tokenizer
-from ictrepro.presets import get_preset
+from ictrepro.presets import get_preset, train_preset
 from ictrepro.stages.prepare import tokenizer_corpus
 from ictrepro.train.forks import fork_position
 from ictrepro.verify.grade import Verdict, grade
@@ -167,3 +167,15 @@ def test_the_presets_differ_only_in_the_prefix_and_its_budget():
     assert same_data == world.prepare.data
     assert control.train.rl.max_new_tokens == TALLY_CONTROL_MAX_NEW_TOKENS
     assert world.train.rl.max_new_tokens == TALLY_MAX_NEW_TOKENS
+
+
+@pytest.mark.parametrize("name", ["tiny-fork-tally", "tiny-fork-tally0"])
+def test_the_lr10_presets_share_the_world_at_a_tenth_of_the_step(name):
+    base, slow = get_preset(name), get_preset(f"{name}-lr10")
+    # The same prepare config: the same world, so one prepared folder serves both.
+    assert slow.prepare == base.prepare
+    assert slow.eval == base.eval and slow.seeds == base.seeds and slow.methods == base.methods
+    assert slow.train.rl == dataclasses.replace(base.train.rl, lr=base.train.rl.lr * 0.1)
+    for method, scale in (("grpo", 0.1), ("ict", 0.1), ("grpo-lr4", 0.025)):
+        rl = train_preset(f"{name}-lr10", method=method).rl
+        assert rl.lr == pytest.approx(base.train.rl.lr * scale, rel=1e-12)
