@@ -207,7 +207,7 @@ def check(
     preset: str = typer.Option(
         None,
         help="Preset of --rerun (default: tiny, or the run --pin pins); --pin checks the run "
-        "was prepared for it.",
+        "was reproduced as (or prepared for) it.",
     ),
     jobs: int = typer.Option(
         None, help="Worker processes the pinned run used (default: its reproduce.json)."

@@ -320,6 +320,16 @@ def recorded_jobs(run_dir: Path) -> int | None:
     return int(json.loads(path.read_text(encoding="utf-8"))["jobs"])
 
 
+def recorded_preset(run_dir: Path) -> str | None:
+    """The preset the run's reproduction ran (``reproduce.json``; None if there is none): a
+    preset may train in another preset's prepared world, so ``prepare.json`` alone does not
+    name it."""
+    path = RunDir(run_dir).reproduce_record
+    if not path.is_file():
+        return None
+    return str(json.loads(path.read_text(encoding="utf-8"))["preset"])
+
+
 def recorded_times(run_dir: Path) -> dict[str, float]:
     """Wall time of each stage of the run's reproduction (``reproduce.json``; empty if none)."""
     path = RunDir(run_dir).reproduce_record

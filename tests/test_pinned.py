@@ -211,6 +211,29 @@ def test_pin_copies_a_run_and_rewrites_the_manifest(smoke_world, tmp_path, scrip
     assert (out / "scores.jsonl").is_file() and (results / "MANIFEST.sha256").is_file()
 
 
+def test_a_run_is_pinned_as_the_preset_it_was_reproduced_as(smoke_world, tmp_path):
+    """A preset that trains in another's prepared world (``tiny-fork-tally-lr10``) is
+    named by its reproduction's record, not by ``prepare.json``."""
+    from conftest import copy_world
+
+    from ictrepro.results.pinned import pin_run
+    from ictrepro.stages.eval import evaluate_run
+
+    run_dir = copy_world(smoke_world, tmp_path / "run")
+    evaluate_run(run_dir, benchmarks=["tiny-gsm8k"], workers=0, show_progress=False)
+    record = {"preset": "tiny-smoke-lr10", "methods": [], "seeds": [], "jobs": 1}
+    (run_dir / "reproduce.json").write_text(json.dumps(record), encoding="utf-8")
+    results = tmp_path / "results"
+    with pytest.raises(ResultsError, match=r"reproduced as preset 'tiny-smoke-lr10', not"):
+        pin_run(run_dir, "tiny-smoke", results_dir=results)
+    assert not (results / "tiny-smoke").exists()
+    out = pin_run(run_dir, results_dir=results)
+    assert out == results / "tiny-smoke-lr10"
+    provenance = json.loads((out / "provenance.json").read_text(encoding="utf-8"))
+    assert provenance["preset"] == "tiny-smoke-lr10" and provenance["training_jobs"] == 1
+    assert check_results(results) == []
+
+
 def _set_first_count(results, preset, value) -> dict:
     """Set the first problem's count of the first pinned record (pass@k recomputed, manifest
     rewritten), as an unintended change of the code would; returns the record."""

@@ -48,7 +48,7 @@ from ictrepro.io import (
     sha256_json,
 )
 from ictrepro.results.paper import PaperDataError, load_paper
-from ictrepro.rundir import RunDir, load_record, recorded_jobs, recorded_times
+from ictrepro.rundir import RunDir, load_record, recorded_jobs, recorded_preset, recorded_times
 
 #: Relative: ``results/`` of the current directory, as ``ictrepro check --help`` says.
 RESULTS_DIR = Path("results")
@@ -126,8 +126,10 @@ def pin_run(
 ) -> Path:
     """Copy ``run_dir``'s results into ``results_dir/<preset>/`` and rewrite the manifest.
 
-    ``preset``: default the one the run was prepared for (``RUN/prepare.json``); a given
-    one must be that one, so a run is never pinned over another preset's results.
+    ``preset``: default the one the run was reproduced as (``RUN/reproduce.json``), else
+    the one it was prepared for (``RUN/prepare.json``; a preset such as
+    ``tiny-fork-tally-lr10`` trains in another's world); a given one must be that one, so a
+    run is never pinned over another preset's results.
     ``jobs``: the worker processes the run was made with (default: its ``reproduce.json``).
     """
     import torch  # here: only pinning needs its version, and torch takes seconds to import
@@ -141,12 +143,16 @@ def pin_run(
             f"{run_dir}/prepare.json is missing or names no preset; pin a run that "
             "`ictrepro reproduce` made"
         )
-    if preset is not None and preset != prepared_for:
+    made_for, how = prepared_for, "prepared for"
+    reproduced_as = recorded_preset(run_dir)
+    if reproduced_as is not None:
+        made_for, how = reproduced_as, "reproduced as"
+    if preset is not None and preset != made_for:
         raise ResultsError(
-            f"{run_dir} was prepared for preset {prepared_for!r}, not {preset!r}; pin it "
-            f"as results/{prepared_for}/ (leave out --preset)"
+            f"{run_dir} was {how} preset {made_for!r}, not {preset!r}; pin it "
+            f"as results/{made_for}/ (leave out --preset)"
         )
-    preset = prepared_for
+    preset = made_for
     jobs = jobs or recorded_jobs(run_dir)
     if jobs is None:
         raise ResultsError(
