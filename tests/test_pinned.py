@@ -64,6 +64,8 @@ def test_check_reads_results_of_the_current_directory(results, monkeypatch):
         ("tiny-fork-rare", 31 * 3),
         ("tiny-fork-tally", 31 * 3),
         ("tiny-fork-tally0", 21 * 3),  # base + grpo, ict, random, grpo-lr4 x 5 seeds
+        ("tiny-fork-tally-lr10", 31 * 3),
+        ("tiny-fork-tally0-lr10", 21 * 3),
     ],
 )
 def test_pinned_scores_agree_with_their_counts(preset, records):
@@ -413,7 +415,8 @@ def test_findings_page_shows_the_pinned_reports_verdicts():
     assert quoted == findings_table(RESULTS_DIR)
     # Four claims and the positive control per world; the tally control trained no
     # 20-Entropy or STAPO, so it has two claims.
-    claims = {world: 3 if world == "tiny-fork-tally0" else 5 for world in WORLDS}
+    # The tally world's controls ran GRPO, ICT, the random mask and the positive control.
+    claims = {world: 3 if world.startswith("tiny-fork-tally0") else 5 for world in WORLDS}
     for world, count in claims.items():
         assert quoted.count(f"| `{world}` |") == count, world
     assert quoted.count("\n") == 2 + sum(claims.values())

@@ -21,6 +21,8 @@ WORLDS = (
     "tiny-fork-rare",
     "tiny-fork-tally",
     "tiny-fork-tally0",
+    "tiny-fork-tally-lr10",
+    "tiny-fork-tally0-lr10",
 )
 HEADING = "## Verdicts per claim"
 #: The report's columns this table keeps (it leaves out the seeds projection).
