@@ -63,7 +63,9 @@ def main() -> None:
             [*cli, "reproduce", "--preset", args.preset, "--out", str(repro), "--jobs",
              str(args.jobs), "--quiet"]
         )  # fmt: skip
-    stages = json.loads((repro / "reproduce.json").read_text()).get("times_s", {})
+    # A world that was only prepared (no reproduction) has no stage times to show.
+    record = repro / "reproduce.json"
+    stages = json.loads(record.read_text()).get("times_s", {}) if record.is_file() else {}
     if (args.results / args.preset / "scores.jsonl").is_file():
         args.work.mkdir(parents=True, exist_ok=True)
         rule = args.work / "lowprob.py"

@@ -231,9 +231,10 @@ def _tiny_fork(
 
 #: The tally world's step size divided by ten, for every rule alike. At the full rate ICT's
 #: training breaks down in four of five seeds of ``tiny-fork-tally`` and two of its control;
-#: at a tenth of it ICT and the random mask trained stably in every seed of both
-#: (docs/tiny-world.md, "At a tenth of the learning rate"). The presets at this rate compare
-#: every rule where each trains stably, as the paper does, at one learning rate for all.
+#: at a tenth of it ICT and the random mask trained stably in every seed of both. The
+#: presets at this rate compare every rule where each trains stably, at one learning rate
+#: for all as the paper does (docs/tiny-world.md, "Every rule at a tenth of the learning
+#: rate").
 STABLE_LR_SCALE = 0.1
 
 
