@@ -413,9 +413,8 @@ def test_findings_page_shows_the_pinned_reports_verdicts():
     page = (RESULTS_DIR.parent / "docs" / "findings.md").read_text(encoding="utf-8")
     quoted = page.split("<!-- findings:begin -->\n")[1].split("<!-- findings:end -->")[0]
     assert quoted == findings_table(RESULTS_DIR)
-    # Four claims and the positive control per world; the tally control trained no
-    # 20-Entropy or STAPO, so it has two claims.
-    # The tally world's controls ran GRPO, ICT, the random mask and the positive control.
+    # Four claims and the positive control per world; the tally controls (at either
+    # learning rate) trained no 20-Entropy or STAPO, so they have two claims.
     claims = {world: 3 if world.startswith("tiny-fork-tally0") else 5 for world in WORLDS}
     for world, count in claims.items():
         assert quoted.count(f"| `{world}` |") == count, world
