@@ -312,30 +312,15 @@ def data_file(data: Path, name: str) -> Path:
     return Path(data) / f"{name}.jsonl"
 
 
-def recorded_jobs(run_dir: Path) -> int | None:
-    """The ``jobs`` of the reproduction recorded in ``run_dir`` (None if there is none)."""
+def load_reproduce_record(run_dir: Path) -> dict[str, Any] | None:
+    """``reproduce.json`` of ``run_dir``: the preset, methods, seeds, worker count and stage
+    times of its last completed reproduction (None if there is none). The preset is the
+    run's own: a preset may train in another preset's prepared world, so ``prepare.json``
+    alone does not name it."""
     path = RunDir(run_dir).reproduce_record
     if not path.is_file():
         return None
-    return int(json.loads(path.read_text(encoding="utf-8"))["jobs"])
-
-
-def recorded_preset(run_dir: Path) -> str | None:
-    """The preset the run's reproduction ran (``reproduce.json``; None if there is none): a
-    preset may train in another preset's prepared world, so ``prepare.json`` alone does not
-    name it."""
-    path = RunDir(run_dir).reproduce_record
-    if not path.is_file():
-        return None
-    return str(json.loads(path.read_text(encoding="utf-8"))["preset"])
-
-
-def recorded_times(run_dir: Path) -> dict[str, float]:
-    """Wall time of each stage of the run's reproduction (``reproduce.json``; empty if none)."""
-    path = RunDir(run_dir).reproduce_record
-    if not path.is_file():
-        return {}
-    return dict(json.loads(path.read_text(encoding="utf-8")).get("times_s", {}))
+    return dict(json.loads(path.read_text(encoding="utf-8")))
 
 
 def _parse_or_none(name: str) -> ModelId | None:

@@ -48,7 +48,7 @@ from ictrepro.io import (
     sha256_json,
 )
 from ictrepro.results.paper import PaperDataError, load_paper
-from ictrepro.rundir import RunDir, load_record, recorded_jobs, recorded_preset, recorded_times
+from ictrepro.rundir import RunDir, load_record, load_reproduce_record
 
 #: Relative: ``results/`` of the current directory, as ``ictrepro check --help`` says.
 RESULTS_DIR = Path("results")
@@ -143,17 +143,17 @@ def pin_run(
             f"{run_dir}/prepare.json is missing or names no preset; pin a run that "
             "`ictrepro reproduce` made"
         )
+    reproduction = load_reproduce_record(run_dir) or {}
     made_for, how = prepared_for, "prepared for"
-    reproduced_as = recorded_preset(run_dir)
-    if reproduced_as is not None:
-        made_for, how = reproduced_as, "reproduced as"
+    if reproduction:
+        made_for, how = str(reproduction["preset"]), "reproduced as"
     if preset is not None and preset != made_for:
         raise ResultsError(
             f"{run_dir} was {how} preset {made_for!r}, not {preset!r}; pin it "
             f"as results/{made_for}/ (leave out --preset)"
         )
     preset = made_for
-    jobs = jobs or recorded_jobs(run_dir)
+    jobs = jobs or (int(reproduction["jobs"]) if reproduction else None)
     if jobs is None:
         raise ResultsError(
             f"{run_dir} has no reproduce.json (it was not made by `ictrepro reproduce`); "
@@ -182,7 +182,7 @@ def pin_run(
         # This process's numerics: pin on the machine, and with the settings, that made the run.
         "numerics": numerics_provenance(),
         "training_jobs": jobs,
-        "times_s": recorded_times(run_dir),
+        "times_s": dict(reproduction.get("times_s", {})),
         "command": f"ictrepro reproduce --preset {preset} --jobs {jobs}",
     }
     out = Path(results_dir) / preset
