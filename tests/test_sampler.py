@@ -289,23 +289,54 @@ def test_logprob_gap_and_the_hard_failure():
         check_logprob_gap({"step": 3, "vllm_logprob_gap": float("nan")}, "vllm")
 
 
-@pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.7, 0.9)])
-def test_hf_prompts_run_once_give_generates_own_samples(smoke_world, temperature, top_p):
-    """Each prompt run once for its n samples draws the same tokens as ``generate``'s own
-    n-fold expansion: prompts of several lengths (left padding), several calls."""
+@pytest.mark.parametrize(
+    ("temperature", "top_p", "n", "n_stops"),
+    [(1.0, 1.0, 4, 0), (1.0, 1.0, 4, 3), (0.7, 0.9, 4, 3), (1.0, 1.0, 1, 3), (0.0, 1.0, 2, 3)],
+)
+def test_hf_sampling_gives_generates_own_samples(
+    smoke_world, monkeypatch, temperature, top_p, n, n_stops
+):
+    """The project's decoding loop (each prompt run once, ended responses leaving the batch)
+    draws the same tokens as ``generate`` itself: prompts of several lengths (left
+    padding), several calls, responses of many lengths, greedy, n = 1."""
+    from collections import Counter
+
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ictrepro.rollout.hf import hf_generate
+    from ictrepro.rollout import hf
+    from ictrepro.rollout.hf import MIN_ROWS, hf_generate
 
     model = AutoModelForCausalLM.from_pretrained(smoke_world / "base_model")
     tok = AutoTokenizer.from_pretrained(smoke_world / "base_model")
-    prompts = ["a", "bb ccc", "12 + 7 =", "d", "3 * 4 = 12. 5 * 6 ="]
-    params = SamplingParams(n=4, temperature=temperature, top_p=top_p, max_new_tokens=16)
+    prompts = ["a", "bb ccc", "12 + 7 =", "d", "3 * 4 = 12. 5 * 6 =", "x", "1 + 1 ="] * 2
+    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=24)
     lengths = {len(tok(p, add_special_tokens=False)["input_ids"]) for p in prompts}
     assert len(lengths) > 2  # the calls pad
-    kwargs = {"seed": 5, "batch_size": 8}  # two prompts a call: three calls
-    shared = hf_generate(model, tok, prompts, params, share_prompts=True, **kwargs)
-    expanded = hf_generate(model, tok, prompts, params, share_prompts=False, **kwargs)
-    assert shared == expanded
-    assert [len(g) for g in shared] == [4] * len(prompts)
-    assert len({c.token_ids for g in shared for c in g}) > len(prompts)  # it sampled
+    # The untrained model seldom draws EOS: stop strings of the characters it writes most
+    # end its responses at many lengths.
+    free = hf_generate(model, tok, prompts, SamplingParams(n=4, max_new_tokens=24), seed=0)
+    chars = Counter(ch for g in free for c in g for ch in c.text if ch.strip())
+    stop = [ch for ch, _ in chars.most_common(n_stops)]
+    kwargs = {"seed": 5, "batch_size": 6 * n, "stop": stop}  # three calls
+
+    kept = []  # the decoding batch's sizes after each removal of ended rows
+    choose = hf._rows_to_keep
+
+    def spy(rows, unfinished):
+        keep = choose(rows, unfinished)
+        if keep is not None:
+            kept.append(len(keep))
+        return keep
+
+    monkeypatch.setattr(hf, "_rows_to_keep", spy)
+    ours = hf_generate(model, tok, prompts, params, **kwargs)
+    theirs = hf_generate(model, tok, prompts, params, use_generate=True, **kwargs)
+    assert ours == theirs
+    assert [len(g) for g in ours] == [n] * len(prompts)
+    sizes = [len(c.token_ids) for g in ours for c in g]
+    if temperature:
+        assert len({c.token_ids for g in ours for c in g}) > len(set(prompts))  # it sampled
+    if stop and temperature:
+        assert len(set(sizes)) > 5  # responses ended at many lengths
+        if 6 * n > MIN_ROWS:  # and left the batch, never below the fewest rows it keeps
+            assert kept and min(kept) >= MIN_ROWS

@@ -1,15 +1,24 @@
-"""Sampling with Hugging Face ``generate``: batched, KV-cached, left-padded.
+"""Sampling on the live model: batched, KV-cached, left-padded, ``generate``'s samples.
 
 Used on CPU (the tiny scale) and as the fallback on GPUs. Randomness comes from a private
 generator state seeded per call, so the same (model, prompts, params, seed) gives the same
 samples on a fixed platform without touching the caller's RNG stream.
 
-The n samples of a prompt share its prefix: each prompt is run through the model once and
-its KV cache copied n times, instead of ``generate`` running n copies of it (the prompt is
-a third to a half of a tiny-world sequence; docs/performance.md, "The sampler"). The
-samples are the same tokens as ``generate``'s own expansion (checked by
-tests/test_sampler.py) wherever a matrix product's row does not depend on how many rows
-the batch has, which holds for the CPU kernels the pinned results were made with.
+``_sample_rows`` is Hugging Face ``generate``'s multinomial sampling written out, with two
+savings that leave every sample as it was (docs/performance.md, "The sampler"):
+
+- each prompt runs through the model once for its n samples and its KV cache is copied n
+  times, where ``generate`` would run n copies of it (a third to a half of a tiny-world
+  sequence);
+- a response that has ended leaves the batch: ``generate`` keeps running it, padded, until
+  the batch's longest response ends (most of the decoding when lengths vary).
+
+The draws stay ``generate``'s because the multinomial draw still covers every row of the
+batch (it consumes the same random numbers whatever the finished rows hold), and a row's
+logits do not depend on which other rows share its forward: that holds for the CPU
+kernels the pinned results were made with for batches of at least ``MIN_ROWS`` rows (a
+product of 1 to 3 rows takes another kernel there), so the batch never shrinks below it.
+tests/test_sampler.py checks the samples against ``generate``'s own (``use_generate``).
 """
 
 from __future__ import annotations
@@ -19,12 +28,24 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch import Tensor
 from torch.distributed.fsdp import FSDPModule
-from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    DynamicCache,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    StopStringCriteria,
+    TemperatureLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from ictrepro.errors import ConfigError
 from ictrepro.rollout.base import Completion
 from ictrepro.rollout.params import SamplingParams
+
+#: The fewest rows a decoding forward runs (or all of them, where the batch has fewer):
+#: finished rows stay in as fillers below it (see the module's docstring).
+MIN_ROWS = 8
 
 
 @torch.no_grad()
@@ -38,7 +59,7 @@ def hf_generate(
     batch_size: int = 64,
     index_offset: int = 0,
     stop: Sequence[str] = (),
-    share_prompts: bool = True,
+    use_generate: bool = False,
 ) -> list[list[Completion]]:
     """``params.n`` completions for each prompt: ``result[i][j]`` is sample j of prompt i.
 
@@ -46,14 +67,13 @@ def hf_generate(
     base model's plain prompt frame); the text is cut before the first one, which counts
     as finished.
 
-    ``batch_size`` counts sequences (prompts x n) per ``generate`` call. Each call is
+    ``batch_size`` counts sequences (prompts x n) per call. Each call is
     seeded from ``seed`` and the index of its first prompt plus ``index_offset``: a process
     that samples the second half of a batch passes the half's offset, and draws exactly
     what one process sampling the whole batch in calls of the same size would.
 
-    ``share_prompts``: run each prompt through the model once for its ``n`` samples (see
-    the module's docstring); False leaves the expansion to ``generate``. A sharded model
-    always lets ``generate`` do it, so that every process runs the same forwards.
+    ``use_generate``: sample with ``generate`` itself (the reference the tests compare
+    with). A sharded model always does, so that every process runs the same forwards.
     """
     eos_id = tokenizer.eos_token_id
     if eos_id is None or tokenizer.pad_token_id is None:
@@ -83,25 +103,24 @@ def hf_generate(
                 padding_side="left",
                 add_special_tokens=False,
             ).to(model.device)
-            if share_prompts and params.n > 1 and not synced and enc["input_ids"].shape[1] > 1:
-                inputs = _prefill_once(model, enc, params.n)
-                copies = 1
+            if use_generate or synced:
+                # Each prompt's n copies adjacent, as num_return_sequences lays them out
+                # (which refuses n > 1 when greedy).
+                out = model.generate(
+                    **{k: v.repeat_interleave(params.n, 0) for k, v in enc.items()},
+                    do_sample=not greedy,
+                    temperature=params.temperature if not greedy else None,
+                    top_p=params.top_p if not greedy else None,
+                    top_k=0 if not greedy else None,
+                    max_new_tokens=params.max_new_tokens,
+                    eos_token_id=eos_id,
+                    pad_token_id=tokenizer.pad_token_id,
+                    **({"stop_strings": list(stop), "tokenizer": tokenizer} if stop else {}),
+                    **synced,
+                )
+                new_tokens = out[:, enc["input_ids"].shape[1] :].tolist()
             else:
-                inputs, copies = dict(enc), params.n
-            out = model.generate(
-                **inputs,
-                do_sample=not greedy,
-                temperature=params.temperature if not greedy else None,
-                top_p=params.top_p if not greedy else None,
-                top_k=0 if not greedy else None,
-                max_new_tokens=params.max_new_tokens,
-                num_return_sequences=copies,
-                eos_token_id=eos_id,
-                pad_token_id=tokenizer.pad_token_id,
-                **({"stop_strings": list(stop), "tokenizer": tokenizer} if stop else {}),
-                **synced,
-            )
-            new_tokens = out[:, enc["input_ids"].shape[1] :].tolist()
+                new_tokens = _sample_rows(model, tokenizer, enc, params, stop).tolist()
             for i in range(len(chunk)):
                 group = []
                 for ids in new_tokens[i * params.n : (i + 1) * params.n]:
@@ -120,34 +139,124 @@ def hf_generate(
     return results
 
 
-def _prefill_once(model: PreTrainedModel, enc: Any, n: int) -> dict[str, Any]:
-    """``generate``'s inputs for ``n`` samples of each prompt of ``enc``, whose prompts but
-    their last token are already in a KV cache run once per prompt and copied ``n`` times.
+def _sample_rows(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    enc: Any,
+    params: SamplingParams,
+    stop: Sequence[str],
+) -> Tensor:
+    """The new tokens of ``params.n`` samples of each prompt of ``enc``, as ``generate``
+    (``num_return_sequences=n``) draws them: ``[P * n, T]``, each prompt's samples adjacent,
+    pad after a response's end, T the longest response (at most ``max_new_tokens``).
 
-    ``enc``: the tokenizer's left-padded ``input_ids`` and ``attention_mask``, [P, L]. The
-    result's are [P * n, L] (each prompt's copies adjacent, as ``num_return_sequences``
-    orders them) with the cache of their first L - 1 tokens; ``generate`` runs the last.
-    Positions skip the left padding, as ``generate`` counts them.
+    ``enc``: the tokenizer's left-padded ``input_ids`` and ``attention_mask``, [P, L].
     """
+    n, pad, eos = params.n, tokenizer.pad_token_id, tokenizer.eos_token_id
+    ids = enc["input_ids"].repeat_interleave(n, 0)
+    mask = enc["attention_mask"].repeat_interleave(n, 0)
+    N = ids.shape[0]
+    # Positions skip the left padding, as generate counts them.
+    positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    cache, cache_arg = _prefilled_cache(model, enc, n), _cache_argument(model)
+    warpers = _warpers(params)
+    stop_criteria = StopStringCriteria(tokenizer, list(stop)) if stop else None
+    out = ids.new_full((N, params.max_new_tokens), pad)
+    unfinished = torch.ones(N, dtype=torch.bool, device=ids.device)
+    rows = torch.arange(N, device=ids.device)  # the rows the cache holds
+    inputs = ids[:, -1:] if cache.get_seq_length() else ids
+    input_positions = positions[:, -inputs.shape[1] :]
+    width = 0  # new tokens so far
+    while width < params.max_new_tokens:
+        logits = (
+            model(
+                input_ids=inputs,
+                attention_mask=mask[rows],
+                position_ids=input_positions,
+                use_cache=True,
+                logits_to_keep=1,
+                **{cache_arg: cache},
+            )
+            .logits[:, -1]
+            .float()
+        )
+        scores = warpers(None, logits)
+        if params.temperature == 0:
+            drawn = scores.argmax(-1)
+        else:
+            # Over every row, as generate draws: the finished rows' draws are discarded.
+            probs = scores.new_ones(N, scores.shape[-1])
+            probs[rows] = torch.softmax(scores, -1)
+            drawn = torch.multinomial(probs, 1).squeeze(1)[rows]
+        live = unfinished[rows]
+        tokens = torch.where(live, drawn, pad)
+        out[rows, width] = tokens
+        width += 1
+        ended = tokens == eos
+        if stop_criteria is not None:
+            seqs = torch.cat([ids[rows], out[rows, :width]], 1)
+            ended |= stop_criteria(seqs, None)
+        unfinished[rows] = live & ~ended
+        if not unfinished.any():
+            break
+        mask = torch.cat([mask, mask.new_ones(N, 1)], 1)
+        keep = _rows_to_keep(rows, unfinished)
+        if keep is not None:
+            cache.batch_select_indices(keep)
+            rows, tokens = rows[keep], tokens[keep]
+        inputs = tokens[:, None]
+        input_positions = positions[rows, -1:] + width
+    return out[:, :width]
+
+
+def _rows_to_keep(rows: Tensor, unfinished: Tensor) -> Tensor | None:
+    """Which of ``rows`` (indices into the batch) the next forward runs, as indices into
+    ``rows``; None to keep them all. Rows leave once a quarter of them has ended (each
+    removal copies the cache), never below ``MIN_ROWS``: finished rows fill up to it."""
+    live = unfinished[rows]
+    n_live = int(live.sum())
+    target = max(n_live, min(MIN_ROWS, len(rows)))
+    if 4 * (len(rows) - target) < len(rows):
+        return None
+    order = torch.argsort(~live, stable=True)  # live rows first, each kind in order
+    return order[:target].sort().values
+
+
+def _prefilled_cache(model: PreTrainedModel, enc: Any, n: int) -> DynamicCache:
+    """A KV cache of each prompt of ``enc`` but its last token, run once and copied for
+    its ``n`` samples (each prompt's copies adjacent); empty where prompts are one token."""
+    cache = DynamicCache(config=model.config)
     ids, mask = enc["input_ids"], enc["attention_mask"]
+    if ids.shape[1] < 2:
+        return cache
     prefix_mask = mask[:, :-1]
-    positions = prefix_mask.long().cumsum(-1) - 1
-    positions.masked_fill_(prefix_mask == 0, 1)
-    cache, cache_arg = DynamicCache(config=model.config), _cache_argument(model)
+    positions = (prefix_mask.long().cumsum(-1) - 1).masked_fill(prefix_mask == 0, 0)
     model(
         input_ids=ids[:, :-1],
         attention_mask=prefix_mask,
         position_ids=positions,
         use_cache=True,
         logits_to_keep=1,  # the logits are not needed, only the cache
-        **{cache_arg: cache},
+        **{_cache_argument(model): cache},
     )
     cache.batch_repeat_interleave(n)
-    return {
-        "input_ids": ids.repeat_interleave(n, 0),
-        "attention_mask": mask.repeat_interleave(n, 0),
-        cache_arg: cache,
-    }
+    return cache
+
+
+def _warpers(params: SamplingParams):
+    """``generate``'s logits warpers for ``params``, in its order (none where greedy)."""
+    warpers = []
+    if params.temperature not in (0, 1):
+        warpers.append(TemperatureLogitsWarper(params.temperature))
+    if params.temperature != 0 and params.top_p < 1:
+        warpers.append(TopPLogitsWarper(params.top_p))
+
+    def apply(input_ids: Tensor | None, scores: Tensor) -> Tensor:
+        for warp in warpers:
+            scores = warp(input_ids, scores)
+        return scores
+
+    return apply
 
 
 def _cache_argument(model: PreTrainedModel) -> str:
