@@ -1,9 +1,10 @@
 """The project's sampler against ``generate`` on a tiny world's model (not a test).
 
     python bench/decode_profile.py RUN [--split test|rl_train] [--prompts 32] [--n 16]
-        [--max-new-tokens 96] [--repeats 2]
+        [--max-new-tokens 96] [--repeats 2] [--model DIR]
 
-RUN is a prepared tiny-world run directory (``runs/tiny``). On one thread, as a
+RUN is a prepared tiny-world run directory (``runs/tiny``); ``--model`` samples another
+of its models (default: its base model, e.g. ``RUN/train/grpo-seed0/final_model``). On one thread, as a
 reproduction's worker runs, alternating the two in one process: the wall time of
 ``hf_generate`` (the project's decoding loop: prompts run once, ended responses leave the
 batch) and of ``hf_generate(use_generate=True)`` (Hugging Face ``generate``), calls of
@@ -39,10 +40,11 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--model", type=Path, help="default: RUN/base_model")
     args = parser.parse_args()
     torch.set_num_threads(1)
     tokenizer = AutoTokenizer.from_pretrained(args.run / "base_model")
-    model = AutoModelForCausalLM.from_pretrained(args.run / "base_model").eval()
+    model = AutoModelForCausalLM.from_pretrained(args.model or args.run / "base_model").eval()
     files = (
         sorted((args.run / "data" / "test").glob("*.jsonl"))
         if args.split == "test"

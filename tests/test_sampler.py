@@ -340,3 +340,18 @@ def test_hf_sampling_gives_generates_own_samples(
         assert len(set(sizes)) > 5  # responses ended at many lengths
         if 6 * n > MIN_ROWS:  # and left the batch, never below the fewest rows it keeps
             assert kept and min(kept) >= MIN_ROWS
+
+
+def test_a_rows_product_does_not_depend_on_the_rows_beside_it():
+    """What lets ended responses leave the sampling batch without changing the samples
+    (``ictrepro/rollout/hf.py``): from ``MIN_ROWS`` rows up, a row of the tiny model's
+    matrix products comes out in the same bits whatever rows share the product."""
+    from ictrepro.rollout.hf import MIN_ROWS
+
+    torch.manual_seed(0)
+    for n_in, n_out in [(128, 128), (128, 64), (128, 384), (384, 128), (128, 350)]:
+        weight, x = torch.randn(n_out, n_in), torch.randn(128, n_in)
+        full = torch.nn.functional.linear(x, weight)
+        for rows in range(MIN_ROWS, 129, 7):
+            pick = torch.randperm(128)[:rows].sort().values
+            assert torch.equal(torch.nn.functional.linear(x[pick], weight), full[pick])

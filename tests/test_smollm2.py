@@ -175,6 +175,32 @@ def test_prompt_templates_on_the_real_tokenizer(smollm2_run):
     )
 
 
+@pytest.mark.parametrize("style", ["chat", "base"])
+def test_the_sampler_draws_generates_tokens_on_the_real_model(smollm2_run, style):
+    """The project's decoding loop against ``generate`` on SmolLM2 (V = 49,152, its own
+    generation config): chat prompts, and base prompts with their stop string."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ictrepro.data.prompts import render_prompt, stop_strings
+    from ictrepro.data.records import Problem
+    from ictrepro.rollout.hf import hf_generate
+    from ictrepro.rollout.params import SamplingParams
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_run / "base_model")
+    model = AutoModelForCausalLM.from_pretrained(smollm2_run / "base_model", dtype=torch.float32)
+    prompts = [
+        render_prompt(Problem(f"p{i}", q, a), tokenizer, style=style)
+        for i, (q, a) in enumerate(PROBLEMS[:3])
+    ]
+    params = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_new_tokens=24)
+    kwargs = {"seed": 2, "batch_size": 12, "stop": stop_strings(tokenizer, style=style)}
+    ours = hf_generate(model, tokenizer, prompts, params, **kwargs)
+    theirs = hf_generate(model, tokenizer, prompts, params, use_generate=True, **kwargs)
+    assert ours == theirs
+    assert len({c.token_ids for g in ours for c in g}) > 3  # it sampled
+
+
 @pytest.mark.slow
 def test_lm_eval_tasks_on_the_real_model_agree_with_the_project(smollm2_run, tmp_path, monkeypatch):
     """The ictrepro_gsm8k lm-eval task against the SmolLM2 base model with --data-dir data:

@@ -24,7 +24,7 @@ tests/test_sampler.py checks the samples against ``generate``'s own (``use_gener
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -243,7 +243,7 @@ def _prefilled_cache(model: PreTrainedModel, enc: Any, n: int) -> DynamicCache:
     return cache
 
 
-def _warpers(params: SamplingParams):
+def _warpers(params: SamplingParams) -> Callable[[Tensor | None, Tensor], Tensor]:
     """``generate``'s logits warpers for ``params``, in its order (none where greedy)."""
     warpers = []
     if params.temperature not in (0, 1):
