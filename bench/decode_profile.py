@@ -4,8 +4,8 @@
         [--max-new-tokens 96] [--repeats 2] [--model DIR]
 
 RUN is a prepared tiny-world run directory (``runs/tiny``); ``--model`` samples another
-of its models (default: its base model, e.g. ``RUN/train/grpo-seed0/final_model``). On one thread, as a
-reproduction's worker runs, alternating the two in one process: the wall time of
+model (e.g. ``RUN/train/grpo-seed0/final_model``; default: RUN's base model). On one
+thread, as a reproduction's worker runs, alternating the two in one process: the wall time of
 ``hf_generate`` (the project's decoding loop: prompts run once, ended responses leave the
 batch) and of ``hf_generate(use_generate=True)`` (Hugging Face ``generate``), calls of
 128 sequences, on the first ``--prompts`` problems of each test suite (``--split test``,

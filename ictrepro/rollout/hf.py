@@ -16,9 +16,10 @@ savings that leave every sample as it was (docs/performance.md, "The sampler"):
 The draws stay ``generate``'s because the multinomial draw still covers every row of the
 batch (it consumes the same random numbers whatever the finished rows hold), and a row's
 logits do not depend on which other rows share its forward: that holds for the CPU
-kernels the pinned results were made with for batches of at least ``MIN_ROWS`` rows (a
-product of 1 to 3 rows takes another kernel there), so the batch never shrinks below it.
-tests/test_sampler.py checks the samples against ``generate``'s own (``use_generate``).
+kernels the pinned results were made with for batches of at least ``MIN_ROWS`` rows
+(products of 1 to 3 rows came out in other bits there), so the batch never shrinks below
+it. tests/test_sampler.py checks the samples against ``generate``'s own (``use_generate``)
+and the row independence on the machine it runs on.
 """
 
 from __future__ import annotations
@@ -67,10 +68,10 @@ def hf_generate(
     base model's plain prompt frame); the text is cut before the first one, which counts
     as finished.
 
-    ``batch_size`` counts sequences (prompts x n) per call. Each call is
-    seeded from ``seed`` and the index of its first prompt plus ``index_offset``: a process
-    that samples the second half of a batch passes the half's offset, and draws exactly
-    what one process sampling the whole batch in calls of the same size would.
+    ``batch_size`` counts sequences (prompts x n) per call. Each call is seeded from
+    ``seed`` and the index of its first prompt plus ``index_offset``: a process that samples
+    the second half of a batch passes the half's offset, and draws exactly what one process
+    sampling the whole batch in calls of the same size would.
 
     ``use_generate``: sample with ``generate`` itself (the reference the tests compare
     with). A sharded model always does, so that every process runs the same forwards.
