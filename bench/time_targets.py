@@ -19,11 +19,12 @@ preset in ``results/`` (``--results``); without them only step 1 is measured. No
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from ictrepro.rundir import load_reproduce_record
 
 RULE = '''
 from ictrepro.algos.selection import SelectionInputs, register_selection, top_fraction_mask
@@ -64,8 +65,7 @@ def main() -> None:
              str(args.jobs), "--quiet"]
         )  # fmt: skip
     # A world that was only prepared (no reproduction) has no stage times to show.
-    record = repro / "reproduce.json"
-    stages = json.loads(record.read_text()).get("times_s", {}) if record.is_file() else {}
+    stages = (load_reproduce_record(repro) or {}).get("times_s", {})
     if (args.results / args.preset / "scores.jsonl").is_file():
         args.work.mkdir(parents=True, exist_ok=True)
         rule = args.work / "lowprob.py"
