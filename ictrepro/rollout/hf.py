@@ -159,7 +159,8 @@ def _sample_rows(
     N = ids.shape[0]
     # Positions skip the left padding, as generate counts them.
     positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
-    cache, cache_arg = _prefilled_cache(model, enc, n), _cache_argument(model)
+    cache_arg = _cache_argument(model)
+    cache = _prefilled_cache(model, enc, n, cache_arg)
     warpers = _warpers(params)
     stop_criteria = StopStringCriteria(tokenizer, list(stop)) if stop else None
     out = ids.new_full((N, params.max_new_tokens), pad)
@@ -223,9 +224,10 @@ def _rows_to_keep(rows: Tensor, unfinished: Tensor) -> Tensor | None:
     return order[:target].sort().values
 
 
-def _prefilled_cache(model: PreTrainedModel, enc: Any, n: int) -> DynamicCache:
+def _prefilled_cache(model: PreTrainedModel, enc: Any, n: int, cache_arg: str) -> DynamicCache:
     """A KV cache of each prompt of ``enc`` but its last token, run once and copied for
-    its ``n`` samples (each prompt's copies adjacent); empty where prompts are one token."""
+    its ``n`` samples (each prompt's copies adjacent); empty where prompts are one token.
+    ``cache_arg``: the name under which the model takes it (``_cache_argument``)."""
     cache = DynamicCache(config=model.config)
     ids, mask = enc["input_ids"], enc["attention_mask"]
     if ids.shape[1] < 2:
@@ -238,7 +240,7 @@ def _prefilled_cache(model: PreTrainedModel, enc: Any, n: int) -> DynamicCache:
         position_ids=positions,
         use_cache=True,
         logits_to_keep=1,  # the logits are not needed, only the cache
-        **{_cache_argument(model): cache},
+        **{cache_arg: cache},
     )
     cache.batch_repeat_interleave(n)
     return cache
