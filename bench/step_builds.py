@@ -17,8 +17,8 @@ times, in one process, and each time is the mean over ``--steps`` batches after 
 are not timed (``torch.compile`` compiles in those). Prints one Markdown row per build,
 workload and thread count: ms per batch and the ratio to fp32 eager of the same repeat.
 First it prints the share of fp32 eager's time (torch profiler, one thread) that the
-matrix products take in each workload, and how much faster bf16 multiplies the model's
-largest matrices on this CPU.
+matrix products take in each workload, and how much faster bf16 multiplies the MLP's
+matrices on this CPU.
 Not a test: it only prints (docs/performance.md, "What another build would save").
 The builds change the numbers a run produces (other kernels, other rounding), so
 adopting one means pinning every world again; this measures whether it would pay.
