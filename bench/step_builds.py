@@ -2,6 +2,7 @@
 bf16 autocast and ``torch.compile``, on the tiny world's own model and batches.
 
     python bench/step_builds.py RUN [--steps 40] [--repeats 2] [--threads 1 2]
+    ICTREPRO_UNPINNED=1 python bench/step_builds.py RUN     # the machine's own dispatch
 
 RUN is a prepared tiny world (`ictrepro prepare --preset tiny --out RUN`). Two workloads,
 both on the warm start's batches (32 sequences of the world's worked solutions, cut by
@@ -17,9 +18,12 @@ times, in one process, and each time is the mean over ``--steps`` batches after 
 are not timed (``torch.compile`` compiles in those). Prints one Markdown row per build,
 workload and thread count: ms per batch and the ratio to fp32 eager of the same repeat.
 First it prints the share of fp32 eager's time (torch profiler, one thread) that the
-matrix products take in each workload, and how much faster bf16 multiplies the MLP's
-matrices on this CPU.
-Not a test: it only prints (docs/performance.md, "What another build would save").
+matrix products take in each workload, and the time of a bf16 product of the MLP's
+shape as a ratio to fp32's.
+Runs under the command line's pinned numerics (AVX2 kernels, ``ictrepro/determinism.py``),
+as every reproduction does, unless ``ICTREPRO_UNPINNED=1``; the first line says which
+kernels torch chose. Not a test: it only prints (docs/performance.md, "What another build
+would save").
 The builds change the numbers a run produces (other kernels, other rounding), so
 adopting one means pinning every world again; this measures whether it would pay.
 """
@@ -34,12 +38,16 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-from torch.profiler import ProfilerActivity, profile
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from ictrepro.determinism import pin_environment
 
-from ictrepro.stages.train import load_problems
-from ictrepro.train.sft import build_examples, collate, length_bucketed_batches
+pin_environment()  # as the `ictrepro` command does, before torch runs anything
+
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+
+from ictrepro.stages.train import load_problems  # noqa: E402
+from ictrepro.train.sft import build_examples, collate, length_bucketed_batches  # noqa: E402
 
 BUILDS = ("fp32", "bf16-autocast", "compile")
 WARMUP = 10
@@ -90,8 +98,8 @@ def matmul_share(run: Path, workload: str, batches: list[dict]) -> float:
     return products / sum(times.values())
 
 
-def bf16_matmul_speedup(tokens: int, hidden: int, intermediate: int) -> float:
-    """fp32 time / bf16 time of a ``[tokens, hidden] @ [hidden, intermediate]`` product
+def bf16_matmul_ratio(tokens: int, hidden: int, intermediate: int) -> float:
+    """bf16 time / fp32 time of a ``[tokens, hidden] @ [hidden, intermediate]`` product
     (the MLP's), median of 20 after 5 untimed."""
     a, b = torch.randn(tokens, hidden), torch.randn(hidden, intermediate)
     seconds = {}
@@ -105,7 +113,7 @@ def bf16_matmul_speedup(tokens: int, hidden: int, intermediate: int) -> float:
             x @ y
             runs.append(time.perf_counter() - start)
         seconds[dtype] = statistics.median(runs)
-    return seconds[torch.float32] / seconds[torch.bfloat16]
+    return seconds[torch.bfloat16] / seconds[torch.float32]
 
 
 def time_per_batch(step: Callable[[dict], None], batches: list[dict]) -> float:
@@ -139,7 +147,8 @@ def main() -> None:
     tokens = sum(int(b["attention_mask"].sum()) for b in batches) / len(batches)
     width = statistics.fmean(b["input_ids"].shape[1] for b in batches)
     print(
-        f"{torch.__version__}; {len(batches) - WARMUP} timed batches of 32 sequences "
+        f"{torch.__version__}, {torch.backends.cpu.get_cpu_capability()} kernels; "
+        f"{len(batches) - WARMUP} timed batches of 32 sequences "
         f"(mean width {width:.0f}, {tokens:.0f} tokens)\n"
     )
     torch.set_num_threads(1)
@@ -147,10 +156,10 @@ def main() -> None:
         share = matmul_share(args.run, workload, batches[:WARMUP])
         print(f"fp32 eager {workload}: matrix products take {100 * share:.0f}% of the CPU time")
     config = AutoModelForCausalLM.from_pretrained(args.run / "base_model").config
-    speedup = bf16_matmul_speedup(int(tokens), config.hidden_size, config.intermediate_size)
+    bf16_ratio = bf16_matmul_ratio(int(tokens), config.hidden_size, config.intermediate_size)
     print(
         f"bf16 multiplies [{int(tokens)}, {config.hidden_size}] @ "
-        f"[{config.hidden_size}, {config.intermediate_size}] {speedup:.1f}x as fast as fp32\n"
+        f"[{config.hidden_size}, {config.intermediate_size}] in {bf16_ratio:.2f} of fp32's time\n"
     )
     times: dict[tuple[str, str, int], list[float]] = defaultdict(list)
     ratios: dict[tuple[str, str, int], list[float]] = defaultdict(list)

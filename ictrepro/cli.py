@@ -324,8 +324,8 @@ def reproduce(
     skip_benchmarks: str = typer.Option(None, "--skip-benchmarks", help=SKIP_HELP),
     jobs: int = typer.Option(
         DEFAULT_JOBS,
-        help="Worker processes (one thread each) that train and evaluate; the results depend "
-        "on it (the pinned ones used 2).",
+        help="Worker processes (one thread each) that train and evaluate; the results do not "
+        "depend on it, so use one per core.",
     ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print the plan (and how runs are launched here) and stop."

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
 import pytest
+import torch
 from conftest import flat
 from typer.testing import CliRunner
 
@@ -21,11 +23,24 @@ def stamps(run_dir):
     return {p: p.stat().st_mtime_ns for p in paths}
 
 
+def result_hashes(run_dir):
+    """sha256 of every trained model's weights and every evaluation's samples."""
+    paths = [*run_dir.glob("train/*/final_model/model.safetensors")]
+    paths += list(run_dir.glob("eval/*/*.samples.jsonl"))
+    return {str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
 @pytest.fixture(scope="module")
 def reproduced(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("repro") / "run"
     plan = make_plan("tiny-smoke", run_dir, methods=("grpo", "ict"), seeds=(0,))
-    times = reproduce(plan, show_progress=False)
+    # One thread, as the command line's pinned numerics run a reproduction in process.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        times = reproduce(plan, show_progress=False)
+    finally:
+        torch.set_num_threads(threads)
     return run_dir, times
 
 
@@ -81,9 +96,14 @@ def test_parallel_jobs_train_and_evaluate_in_worker_processes(reproduced, tmp_pa
     run_dir = tmp_path / "run"
     shutil.copytree(reproduced[0], run_dir, ignore=shutil.ignore_patterns("train", "eval"))
     plan = make_plan("tiny-smoke", run_dir, methods=("grpo", "ict"), seeds=(0,))
-    times = reproduce(plan, jobs=2, show_progress=False)
+    times = reproduce(plan, jobs=3, show_progress=False)
     assert "train_eval_s" in times  # training and evaluation overlap: one figure
-    assert json.loads((run_dir / "reproduce.json").read_text())["jobs"] == 2
+    assert json.loads((run_dir / "reproduce.json").read_text())["jobs"] == 3
+    # Every task runs on one thread whatever the worker count: the same weights and samples
+    # as one process (so --jobs only changes the time).
+    hashes = result_hashes(run_dir)
+    assert len(hashes) == 2 + 3 * 7
+    assert hashes == result_hashes(reproduced[0])
     for name in ("grpo-seed0", "ict-seed0"):
         record = load_record(run_dir / "train" / name, "train")
         assert record["status"] == "done"

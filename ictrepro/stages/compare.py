@@ -220,7 +220,7 @@ def compare(
     console = console or Console(quiet=not show_progress)
     results_dir = Path(results_dir)
     provenance = load_provenance(preset, results_dir)
-    if jobs is None:  # the baselines' worker count, so the new rule runs as they did
+    if jobs is None:  # as many workers as the baselines had (the results do not depend on it)
         jobs = provenance["training_jobs"]
     if seeds is None:
         seeds = tuple(provenance["seeds"])

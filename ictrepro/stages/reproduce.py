@@ -46,7 +46,9 @@ from ictrepro.rundir import BASE, ModelId, RunDir
 from ictrepro.stages.launch import LaunchPlan, Machine, NoAcceleratorError, plan_launch
 
 #: Worker processes of the command line's reproduction: one per core of a 2-core laptop.
-#: The results depend on it (thread counts change float sums), so it is recorded.
+#: Every task runs on one thread whatever the count (the command line's pinned numerics, and
+#: ``_init_worker``), so the results do not depend on it: more workers on more cores only
+#: finish sooner (tests/test_reproduce.py).
 DEFAULT_JOBS = 2
 
 # The command line imports this module to answer at once (`ictrepro --help`, a bad option),
@@ -429,7 +431,7 @@ def _eval_task(run_dir: Path, model: ModelId, log: Path) -> float:
 
 def _write_record(plan: Plan, jobs: int, times: dict[str, Any]) -> None:
     """``RUN/reproduce.json``: what the last completed reproduction ran, with how many
-    worker processes (the numbers depend on it) and the wall time of each stage."""
+    worker processes and the wall time of each stage."""
     record = {
         "preset": plan.preset,
         "methods": list(plan.methods),
