@@ -264,7 +264,8 @@ def compare(
     out: Path = typer.Option(None, "--out", help="Run directory (default: runs/compare-<method>)."),
     jobs: int = typer.Option(
         None,
-        help="Worker processes (one thread each); default: those of the pinned baselines.",
+        help="Worker processes (one thread each; the results do not depend on it); default: "
+        "as many as made the pinned baselines.",
     ),
     rerun_baselines: bool = typer.Option(
         False,
