@@ -33,22 +33,6 @@ def cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def generate_sampler(model, tokenizer, *, batch_size: int):
-    """The HF sampler with ``generate`` doing the sampling."""
-    from ictrepro.rollout.hf import hf_generate
-    from ictrepro.rollout.sampler import HFSampler
-
-    class Generate(HFSampler):
-        def sample(self, prompts, params, *, seed, index_offset=0, stop=()):
-            return hf_generate(
-                self.model, self.tokenizer, prompts, params, seed=seed,
-                batch_size=self.batch_size, index_offset=index_offset, stop=stop,
-                use_generate=True,
-            )  # fmt: skip
-
-    return Generate(model, tokenizer, batch_size=batch_size)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path)
@@ -64,7 +48,7 @@ def main() -> None:
     from ictrepro.data.prompts import render_prompt, stop_strings
     from ictrepro.presets import get_preset
     from ictrepro.rollout.params import SamplingParams
-    from ictrepro.rollout.sampler import make_sampler
+    from ictrepro.rollout.sampler import HFSampler, make_sampler
     from ictrepro.rundir import RunDir
     from ictrepro.stages.prepare_pretrained import read_prepared
 
@@ -91,7 +75,9 @@ def main() -> None:
             sampler = make_sampler("hf", model, tokenizer, batch_size=rl.sample_batch_size)
         elif backend.startswith("generate"):
             torch.set_num_threads(int(backend.removeprefix("generate")))
-            sampler = generate_sampler(model, tokenizer, batch_size=rl.sample_batch_size)
+            sampler = HFSampler(
+                model, tokenizer, batch_size=rl.sample_batch_size, use_generate=True
+            )
         else:
             torch.set_num_threads(1)
             sampler = make_sampler(

@@ -157,8 +157,7 @@ def _sample_rows(
     ids = enc["input_ids"].repeat_interleave(n, 0)
     mask = enc["attention_mask"].repeat_interleave(n, 0)
     N = ids.shape[0]
-    # Positions skip the left padding, as generate counts them.
-    positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    positions = _positions(mask)
     cache_arg = _cache_argument(model)
     cache = _prefilled_cache(model, enc, n, cache_arg)
     warpers = _warpers(params)
@@ -233,17 +232,22 @@ def _prefilled_cache(model: PreTrainedModel, enc: Any, n: int, cache_arg: str) -
     if ids.shape[1] < 2:
         return cache
     prefix_mask = mask[:, :-1]
-    positions = (prefix_mask.long().cumsum(-1) - 1).masked_fill(prefix_mask == 0, 0)
     model(
         input_ids=ids[:, :-1],
         attention_mask=prefix_mask,
-        position_ids=positions,
+        position_ids=_positions(prefix_mask),
         use_cache=True,
         logits_to_keep=1,  # the logits are not needed, only the cache
         **{cache_arg: cache},
     )
     cache.batch_repeat_interleave(n)
     return cache
+
+
+def _positions(mask: Tensor) -> Tensor:
+    """Position ids ``[B, L]`` of a left-padded ``mask`` ``[B, L]``: they skip the padding,
+    as ``generate`` counts them (0 on the padding itself)."""
+    return (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
 
 
 def _warpers(params: SamplingParams) -> Callable[[Tensor | None, Tensor], Tensor]:

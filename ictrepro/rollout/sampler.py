@@ -19,12 +19,22 @@ from ictrepro.rollout.vllm import VLLMSampler, make_engine
 
 
 class HFSampler:
-    """Hugging Face ``generate`` on the live model (CPU, and the GPU fallback)."""
+    """Sampling on the live model (``hf_generate``; CPU, and the GPU fallback).
+
+    ``use_generate``: sample with Hugging Face ``generate`` itself, the reference the
+    project's decoding loop draws the same tokens as (``hf_generate``).
+    """
 
     def __init__(
-        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, batch_size: int = 64
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        batch_size: int = 64,
+        use_generate: bool = False,
     ) -> None:
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self.use_generate = use_generate
 
     def sample(
         self,
@@ -44,10 +54,11 @@ class HFSampler:
             batch_size=self.batch_size,
             index_offset=index_offset,
             stop=stop,
+            use_generate=self.use_generate,
         )
 
     def update_weights(self, model: PreTrainedModel) -> None:
-        # generate() reads the parameters in place; only a different object needs a swap.
+        # Sampling reads the parameters in place; only a different object needs a swap.
         self.model = model
 
     def close(self) -> None:
