@@ -36,6 +36,9 @@ from ictrepro.data.suites import (
     FORK_CONTROL_PREAMBLE,
     FORK_EVAL_SUITES,
     FORK_MAX_NEW_TOKENS,
+    LOCK_EVAL_SUITES,
+    LOCK_MAX_NEW_TOKENS,
+    LOCK_VAL_SUITE,
     TALLY_CONTROL_MAX_NEW_TOKENS,
     TALLY_CONTROL_VERB,
     TALLY_EVAL_SUITES,
@@ -71,6 +74,9 @@ class TrainPreset:
     infra: InfraSpec = field(default_factory=InfraSpec)
     #: Per-method selection hyperparameters that differ from the rule's paper default.
     method_args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Per-method learning rate where it differs from ``rl.lr`` (each rule at its own
+    #: validated rate; a rule's ``lr_scale`` still applies on top).
+    method_lr: dict[str, float] = field(default_factory=dict)
     model: str = ""
     train_data: str = ""
 
@@ -244,6 +250,67 @@ def _at_lr_scale(base: Preset, name: str, scale: float) -> Preset:
     a reproduction's prepared folder serve both."""
     rl = dataclasses.replace(base.train.rl, lr=base.train.rl.lr * scale)
     return dataclasses.replace(base, name=name, train=dataclasses.replace(base.train, rl=rl))
+
+
+#: The lock world's arms: the paper's four rules, the sparsity control, the mechanism
+#: control (ICT's mask without the choice token) and the positive control.
+LOCK_METHODS = (*DEFAULT_METHODS, "ict-nochoice", "grpo-lr4")
+#: The rules whose learning rate the screen chooses; the mechanism control takes ICT's and
+#: the positive control a quarter of GRPO's (docs/plans/tiny-lock.md).
+LOCK_SCREENED = DEFAULT_METHODS
+#: The screening grid: log-spaced, from the default rate down by sqrt(10) twice.
+LOCK_LR_GRID = {"2e-4": 2e-4, "6e-5": 2e-4 / 10**0.5, "2e-5": 2e-5}
+
+
+def _lock_prepare() -> PrepareConfig:
+    """The lock world's data and base model, shared by its confirmatory and screening presets."""
+    sampling = SamplingParams(n=4, temperature=1.0, top_p=1.0, max_new_tokens=LOCK_MAX_NEW_TOKENS)
+    return PrepareConfig(
+        preset="tiny-lock",
+        calibration=CalibrationSpec(sampling=sampling),
+        data=DataSpec(
+            eval_suites=(*LOCK_EVAL_SUITES, LOCK_VAL_SUITE),
+            rl_suite="tiny-lock-mix",
+            n_test=64,
+            n_sft=2000,
+            sft_extra=(),
+        ),
+        sft=SFTSpec(steps=3000, threads=2),
+    )
+
+
+def _tiny_lock(
+    name: str,
+    benchmarks: tuple[str, ...],
+    seeds: tuple[int, ...],
+    methods: tuple[str, ...],
+    lr: float = 2e-4,
+    method_lr: dict[str, float] | None = None,
+) -> Preset:
+    """The lock world (docs/worlds/lock.md): the tally world's counts, each problem solved
+    by one direction that no prompt states, RL prompts that reward turning up. One prepared
+    world serves the confirmatory preset ``tiny-lock`` (test suites) and the learning-rate
+    screen ``tiny-lock-screen-<lr>`` (the validation suite)."""
+    sampling = SamplingParams(n=16, temperature=1.0, top_p=1.0, max_new_tokens=LOCK_MAX_NEW_TOKENS)
+    rl = RLSpec(
+        steps=100,
+        lr=lr,
+        max_new_tokens=LOCK_MAX_NEW_TOKENS,
+        probe_problems=64,
+        probe_every=10,
+        log_js=True,
+    )
+    nochoice = {"warmup_steps": 3}
+    warmup = {"ict": nochoice, "random": nochoice, "ict-nochoice": nochoice}
+    train = TrainPreset(rl=rl, method_args=warmup, method_lr=method_lr or {})
+    eval_spec = EvalSpec(benchmarks=benchmarks, sampling=sampling, ks=(1, 4))
+    return Preset(name, _lock_prepare(), train, eval_spec, seeds, methods)
+
+
+def _lock_screen(label: str) -> Preset:
+    return _tiny_lock(
+        f"tiny-lock-screen-{label}", (LOCK_VAL_SUITE,), (0, 1), LOCK_SCREENED, LOCK_LR_GRID[label]
+    )
 
 
 def _paper(name: str, model: str) -> Preset:
@@ -427,6 +494,7 @@ _PRESETS: dict[str, Callable[[], Preset]] = {
     "tiny-fork-tally0-lr10": lambda: _at_lr_scale(
         _PRESETS["tiny-fork-tally0"](), "tiny-fork-tally0-lr10", STABLE_LR_SCALE
     ),
+    **{f"tiny-lock-screen-{label}": (lambda label=label: _lock_screen(label)) for label in LOCK_LR_GRID},
     "paper-0.5b": lambda: _paper("paper-0.5b", "Qwen/Qwen2.5-0.5B"),
     "paper-1.5b": lambda: _paper("paper-1.5b", "Qwen/Qwen2.5-1.5B"),
     "paper-7b": lambda: _paper("paper-7b", "Qwen/Qwen2.5-7B"),
@@ -513,7 +581,7 @@ def train_preset(
         method=method,
         seed=seed,
         method_args={**rule.defaults, **preset.method_args.get(method, {})},
-        rl=preset.rl,
+        rl=dataclasses.replace(preset.rl, lr=preset.method_lr.get(method, preset.rl.lr)),
         infra=preset.infra,
         model=preset.model,
         train_data=preset.train_data,

@@ -26,6 +26,7 @@ and in docs/tiny-world.md.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import re
@@ -467,6 +468,97 @@ def _tally_item(rng: random.Random, subset: str) -> Generated:
     return problem, f"{verb} {line}", str(target), None
 
 
+# ------------------------------------------------------------- the lock world
+#
+# The tally world with the choice hidden (docs/worlds/lock.md). Every dial turns only one
+# way, its *lock*, which no prompt states: it is a pseudo-random function of the problem's
+# text (``lock_of``), so a model learns the locks of the problems it trains on and nothing
+# about any other problem's. Only the count in the lock's direction is graded right. Both
+# counts fit the budget (distances 4-6 each way), so nothing but the lock decides. The RL
+# prompts hold 17 up-locked problems in every 20: collapsing onto turning up maximises the
+# mean reward, while a held-out down-locked problem is solved only by a policy that still
+# turns down. The responses are the tally world's, so they stay in step with their group,
+# and the fork's distribution follows the verb drawn before it: after ``Turn`` the warm
+# start always turns up, after ``Roll`` and the rare verbs either way (0.85 up in all); 8%
+# of the solutions open with a rare verb (``LOCK_RARE_VERBS``, each about once in 600), the
+# improbable tokens of correct responses that STAPO's rule silences.
+
+#: The dials' names: with the start and the three distances, 780 problems.
+LOCK_DIALS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+#: The distances up of every lock-world problem: both counts reach FORK_REACH or less.
+LOCK_DISTANCES = range(FORK_DIAL - FORK_REACH, FORK_REACH + 1)
+#: Rare verbs: single tokens in the lock world's tokenizer (tests/test_lock_world.py).
+LOCK_RARE_VERBS = (
+    "Bend", "Bump", "Cant", "Coax", "Cock", "Dip", "Drag", "Edge", "Ease", "Flip",
+    "Hike", "Hoist", "Inch", "Jerk", "Jog", "Knock", "Lift", "Lean", "Lug", "Nudge",
+    "Pivot", "Prod", "Pull", "Push", "Rock", "Rotate", "Shift", "Shove", "Slide", "Snap",
+    "Steer", "Swing", "Swivel", "Sway", "Tilt", "Tip", "Tug", "Twirl", "Twist", "Veer",
+    "Wheel", "Whirl", "Wind", "Wrench", "Yank", "Crank", "Budge", "Sweep",
+)
+#: ``verb -> (chance a warm-start solution opens with it, chance it then turns up)``.
+LOCK_VERBS = {
+    "Turn": (0.70, 1.0),
+    "Roll": (0.22, 0.5),
+    **{v: (0.08 / len(LOCK_RARE_VERBS), 0.5) for v in LOCK_RARE_VERBS},
+}
+#: Share of the RL prompts (and of the validation problems) whose lock is up.
+LOCK_MAJORITY = 0.85
+#: The lock world's budget: any verb and either count fit (tests/test_lock_world.py).
+LOCK_MAX_NEW_TOKENS = TALLY_MAX_NEW_TOKENS
+
+
+def lock_of(problem: str) -> tuple[int, str]:
+    """``(lock, pool)`` of a lock-world problem text: the one direction that solves it
+    (0 up, 1 down) and the pool its held-out copy may be drawn into ("test" or "val", a
+    quarter). Both are bits of the SHA-256 of the text: fixed, but unreadable by a model."""
+    digest = hashlib.sha256(f"lock/{problem}".encode()).digest()
+    return digest[0] & 1, "val" if digest[1] < 64 else "test"
+
+
+def _lock_item(rng: random.Random, subset: str) -> Generated:
+    """A problem whose lock is ``subset``'s (``up``, ``down``; ``val-up``, ``val-down`` from
+    the validation pool; ``any-up``, ``any-down`` from either pool) and a warm-start solution
+    in the direction its verb draws, right or wrong for the lock."""
+    pool, _, direction = subset.rpartition("-")
+    want = FORK_DIRECTIONS.index(direction)
+    while True:
+        dial, start = rng.choice(LOCK_DIALS), rng.randrange(FORK_DIAL)
+        up = rng.choice(LOCK_DISTANCES)
+        target = (start + up) % FORK_DIAL
+        problem = (
+            f"Dial {dial} shows {start}. Turn it to {target}: "
+            f"{up} steps up or {FORK_DIAL - up} down."
+        )
+        lock, drawn_pool = lock_of(problem)
+        if lock == want and (pool == "any" or drawn_pool == (pool or "test")):
+            break
+    verbs = list(LOCK_VERBS)
+    verb = rng.choices(verbs, weights=[LOCK_VERBS[v][0] for v in verbs])[0]
+    strategy = int(rng.random() >= LOCK_VERBS[verb][1])
+    line = tally_line(target, tally_count(start, target, strategy), strategy)
+    return problem, f"{verb} {line}", str(target), None
+
+
+def _lock_suites() -> list[Suite]:
+    """``tiny-lock-up``/``-down`` (test problems of each lock), ``tiny-lock-val``
+    (validation problems, the RL prompts' mixture) and ``tiny-lock-mix`` (RL prompts)."""
+    doc = "Lock-world problems that only the {subset} count solves."
+    gens = {s: _subset_generator(_lock_item, "lock", doc, s) for s in (
+        "up", "down", "val-up", "val-down", "any-up", "any-down"
+    )}
+    majority = round(20 * LOCK_MAJORITY)
+
+    def mix(pool: str) -> tuple[Callable[[random.Random], Generated], ...]:
+        return (gens[f"{pool}-up"],) * majority + (gens[f"{pool}-down"],) * (20 - majority)
+
+    return [
+        Suite("tiny-lock-up", "fork-lock-up", (gens["up"],), train_repeats=True),
+        Suite("tiny-lock-down", "fork-lock-down", (gens["down"],), train_repeats=True),
+        Suite("tiny-lock-val", "fork-lock-val", mix("val"), train_repeats=True),
+        Suite("tiny-lock-mix", "fork-lock", mix("any"), train_repeats=True),
+    ]
+
+
 def fork_gold(problem: Problem) -> str | None:
     """The ``worked`` gold of a fork-world problem (None for any other problem): the answer,
     then the line each direction's walk writes. The answer is the target the prompt states,
@@ -475,9 +567,12 @@ def fork_gold(problem: Problem) -> str | None:
     an answer counts only after a valid walk in the direction it names."""
     if not problem.meta.get("family", "").startswith("fork"):
         return None
-    if problem.meta["family"].startswith("fork-tally"):
+    if problem.meta["family"].startswith(("fork-tally", "fork-lock")):
         _, start, target = tally_problem_parts(problem.problem)
-        lines = [tally_line(target, tally_count(start, target, s), s) for s in (0, 1)]
+        # The lock world grades only the lock's direction.
+        locked = problem.meta["family"].startswith("fork-lock")
+        strategies = (lock_of(problem.problem)[0],) if locked else (0, 1)
+        lines = [tally_line(target, tally_count(start, target, s), s) for s in strategies]
     else:
         start, target, step = fork_problem_parts(problem.problem)
         walks = (fork_walk(start, target, step, s) for s in range(len(FORK_MARKERS)))
@@ -487,7 +582,9 @@ def fork_gold(problem: Problem) -> str | None:
 
 #: A strategy's marker in either world: a verb (the dial world's is always "Turn"), then
 #: the direction, the fork, as in ``FORK_MARKERS``.
-_MARKER = re.compile(f"(?:{'|'.join(TALLY_VERB_UP)}) ({'|'.join(FORK_DIRECTIONS)}):")
+_MARKER = re.compile(
+    f"(?:{'|'.join([*TALLY_VERB_UP, *LOCK_VERBS])}) ({'|'.join(FORK_DIRECTIONS)}):"
+)
 
 
 def fork_choice(response: str) -> tuple[int, int] | None:
@@ -570,12 +667,16 @@ SUITES: dict[str, Suite] = {
             "tally",
             "Tally problems that only the {subset} count solves (or both).",
         ),
+        *_lock_suites(),
     )
 }
 #: The evaluation suites of the fork world (and of its control), one per subset.
 FORK_EVAL_SUITES = tuple(f"tiny-fork-{s}" for s in FORK_SUBSETS)
 #: The same for the tally world.
 TALLY_EVAL_SUITES = tuple(f"tiny-fork-tally-{s}" for s in FORK_SUBSETS)
+#: The lock world's test suites (up-locked, down-locked) and its validation suite.
+LOCK_EVAL_SUITES = ("tiny-lock-up", "tiny-lock-down")
+LOCK_VAL_SUITE = "tiny-lock-val"
 SPLITS = ("train", "test")
 #: The suites a tiny run is evaluated on (every suite but the training mixture), in the
 #: order of the paper's tables.
@@ -665,7 +766,13 @@ def generate_suite(
 
 
 #: Every generated suite a tiny world can be evaluated on, in report order.
-ALL_EVAL_SUITES = (*EVAL_SUITES, *FORK_EVAL_SUITES, *TALLY_EVAL_SUITES)
+ALL_EVAL_SUITES = (
+    *EVAL_SUITES,
+    *FORK_EVAL_SUITES,
+    *TALLY_EVAL_SUITES,
+    *LOCK_EVAL_SUITES,
+    LOCK_VAL_SUITE,
+)
 
 
 def is_tiny_suite(name: str) -> bool:
