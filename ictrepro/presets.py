@@ -92,6 +92,9 @@ class Preset:
     seeds: tuple[int, ...] = (0, 1, 2)
     #: The methods ``ictrepro reproduce`` trains when ``--methods`` is not given.
     methods: tuple[str, ...] = DEFAULT_METHODS
+    #: The analysis plan fixed before this preset's confirmatory run (a path from the
+    #: repository root; ``ictrepro/report/planned.py``); None: every verdict is exploratory.
+    plan: str | None = None
 
 
 def _tiny() -> Preset:
@@ -494,7 +497,10 @@ _PRESETS: dict[str, Callable[[], Preset]] = {
     "tiny-fork-tally0-lr10": lambda: _at_lr_scale(
         _PRESETS["tiny-fork-tally0"](), "tiny-fork-tally0-lr10", STABLE_LR_SCALE
     ),
-    **{f"tiny-lock-screen-{label}": (lambda label=label: _lock_screen(label)) for label in LOCK_LR_GRID},
+    **{
+        f"tiny-lock-screen-{label}": (lambda label=label: _lock_screen(label))
+        for label in LOCK_LR_GRID
+    },
     "paper-0.5b": lambda: _paper("paper-0.5b", "Qwen/Qwen2.5-0.5B"),
     "paper-1.5b": lambda: _paper("paper-1.5b", "Qwen/Qwen2.5-1.5B"),
     "paper-7b": lambda: _paper("paper-7b", "Qwen/Qwen2.5-7B"),

@@ -41,7 +41,8 @@ def test_every_preset_holds_each_stages_config(name):
     assert train_preset(name, method="ict").preset == name
     # The prepare config names the world: the preset's own, or for a preset that trains
     # in another's world at another step size, that preset's.
-    assert preset.prepare.preset == name.removesuffix("-lr10")
+    world = "tiny-lock" if name.startswith("tiny-lock") else name.removesuffix("-lr10")
+    assert preset.prepare.preset == world
     if name.startswith("paper-"):  # the paper's benchmarks with their own decoding
         assert preset.eval.sampling is None and preset.seeds == (0, 1, 2, 3, 4)
     elif name == "smollm2-135m":
@@ -58,6 +59,13 @@ def test_every_preset_holds_each_stages_config(name):
             == train_preset(name, method="ict").rl.max_new_tokens
         )
         assert "grpo-lr4" in preset.methods
+    elif name.startswith("tiny-lock"):  # its test or validation suites, 16 samples, budget
+        assert set(preset.eval.benchmarks) <= set(preset.prepare.data.eval_suites)
+        assert preset.eval.sampling.n == 16
+        assert (
+            preset.eval.sampling.max_new_tokens
+            == train_preset(name, method="ict").rl.max_new_tokens
+        )
     elif name == "tiny":  # the seven suites at 16 samples, five seeds, the positive control
         assert preset.eval == TINY_EVAL and TINY_EVAL.sampling.n == 16
         assert preset.seeds == (0, 1, 2, 3, 4) and "grpo-lr4" in preset.methods

@@ -34,6 +34,9 @@ from ictrepro.errors import ConfigError, UserModuleError
 
 Scope = Literal["sequence", "batch"]
 STAT_NAMES = ("logprob", "entropy", "js")
+#: What a rule may name in ``needs``: the statistics, and ``choice``, the token where a
+#: world's response makes its decisive choice (only worlds that mark one supply it).
+INPUT_NAMES = (*STAT_NAMES, "choice")
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class SelectionInputs:
         logprob: float ``[B, T]``, log pi_old of the sampled token (None if not computed).
         entropy: float ``[B, T]``, Shannon entropy of pi_old (None if not computed).
         js: float ``[B, T]``, group JS divergence u (None if not computed).
+        choice: bool ``[B, T]``, True at each response's choice token, where the world
+            marks one (the fork worlds' direction word; None elsewhere).
         step: the optimisation step (0-based), for warm-up schedules.
         generator: RNG for stochastic rules (the random control); None uses torch's global RNG.
     """
@@ -55,6 +60,7 @@ class SelectionInputs:
     logprob: Tensor | None = None
     entropy: Tensor | None = None
     js: Tensor | None = None
+    choice: Tensor | None = None
     step: int = 0
     generator: torch.Generator | None = None
 
@@ -119,8 +125,8 @@ def register_selection(
     needs = frozenset(needs)
     if not lr_scale > 0:
         raise ValueError(f"lr_scale must be > 0, got {lr_scale!r}")
-    if not needs <= set(STAT_NAMES):
-        raise ValueError(f"needs must be a subset of {STAT_NAMES}, got {sorted(needs)}")
+    if not needs <= set(INPUT_NAMES):
+        raise ValueError(f"needs must be a subset of {INPUT_NAMES}, got {sorted(needs)}")
 
     def decorator(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
         if name in _REGISTRY and not overwrite:
@@ -353,6 +359,26 @@ def ict(
         return inputs.response_mask.clone()
     js = inputs.require("js", "ict")
     return top_fraction_mask(js if highest else -js, inputs.response_mask, rho, scope)
+
+
+@register_selection("ict-nochoice", needs=("js", "choice"), label="ICT without the choice")
+def ict_without_choice(
+    inputs: SelectionInputs, *, rho: float = 0.1, scope: Scope = "sequence", warmup_steps: int = 10
+) -> Tensor:
+    """Mechanism control: ICT's mask with each choice token ranked last, so the next-ranked token takes its place.
+
+    It differs from ICT only where ICT selects the choice: the same number of tokens,
+    ranked by the same group JS, the choice token kept only when every token is selected.
+    """
+    _check_scope(scope)
+    _check_warmup(warmup_steps)
+    _check_fraction("rho", rho)
+    if inputs.step < warmup_steps:
+        return inputs.response_mask.clone()
+    js = inputs.require("js", "ict-nochoice")
+    choice = inputs.require("choice", "ict-nochoice")
+    # Below every JS (which lies in [0, ln 2]) and above the padding's -inf.
+    return top_fraction_mask(js.masked_fill(choice, -1.0), inputs.response_mask, rho, scope)
 
 
 @register_selection("random", label="Random-10%")

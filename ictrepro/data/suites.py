@@ -489,11 +489,54 @@ LOCK_DIALS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 LOCK_DISTANCES = range(FORK_DIAL - FORK_REACH, FORK_REACH + 1)
 #: Rare verbs: single tokens in the lock world's tokenizer (tests/test_lock_world.py).
 LOCK_RARE_VERBS = (
-    "Bend", "Bump", "Cant", "Coax", "Cock", "Dip", "Drag", "Edge", "Ease", "Flip",
-    "Hike", "Hoist", "Inch", "Jerk", "Jog", "Knock", "Lift", "Lean", "Lug", "Nudge",
-    "Pivot", "Prod", "Pull", "Push", "Rock", "Rotate", "Shift", "Shove", "Slide", "Snap",
-    "Steer", "Swing", "Swivel", "Sway", "Tilt", "Tip", "Tug", "Twirl", "Twist", "Veer",
-    "Wheel", "Whirl", "Wind", "Wrench", "Yank", "Crank", "Budge", "Sweep",
+    "Bend",
+    "Bump",
+    "Cant",
+    "Coax",
+    "Cock",
+    "Dip",
+    "Drag",
+    "Edge",
+    "Ease",
+    "Flip",
+    "Hike",
+    "Hoist",
+    "Inch",
+    "Jerk",
+    "Jog",
+    "Knock",
+    "Lift",
+    "Lean",
+    "Lug",
+    "Nudge",
+    "Pivot",
+    "Prod",
+    "Pull",
+    "Push",
+    "Rock",
+    "Rotate",
+    "Shift",
+    "Shove",
+    "Slide",
+    "Snap",
+    "Steer",
+    "Swing",
+    "Swivel",
+    "Sway",
+    "Tilt",
+    "Tip",
+    "Tug",
+    "Twirl",
+    "Twist",
+    "Veer",
+    "Wheel",
+    "Whirl",
+    "Wind",
+    "Wrench",
+    "Yank",
+    "Crank",
+    "Budge",
+    "Sweep",
 )
 #: ``verb -> (chance a warm-start solution opens with it, chance it then turns up)``.
 LOCK_VERBS = {
@@ -543,9 +586,10 @@ def _lock_suites() -> list[Suite]:
     """``tiny-lock-up``/``-down`` (test problems of each lock), ``tiny-lock-val``
     (validation problems, the RL prompts' mixture) and ``tiny-lock-mix`` (RL prompts)."""
     doc = "Lock-world problems that only the {subset} count solves."
-    gens = {s: _subset_generator(_lock_item, "lock", doc, s) for s in (
-        "up", "down", "val-up", "val-down", "any-up", "any-down"
-    )}
+    gens = {
+        s: _subset_generator(_lock_item, "lock", doc, s)
+        for s in ("up", "down", "val-up", "val-down", "any-up", "any-down")
+    }
     majority = round(20 * LOCK_MAJORITY)
 
     def mix(pool: str) -> tuple[Callable[[random.Random], Generated], ...]:
@@ -773,6 +817,12 @@ ALL_EVAL_SUITES = (
     *LOCK_EVAL_SUITES,
     LOCK_VAL_SUITE,
 )
+
+
+def is_minority_suite(name: str) -> bool:
+    """Whether ``name`` holds only problems that the minority strategy solves: a fork
+    world's ``-backward`` subset or the lock world's down-locked problems."""
+    return (name.startswith("tiny-fork") and name.endswith("-backward")) or name == "tiny-lock-down"
 
 
 def is_tiny_suite(name: str) -> bool:

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from ictrepro.data.suites import is_minority_suite
 from ictrepro.evaluate.paired import PairedDifference, paired_difference
 from ictrepro.evaluate.power import (
     Components,
@@ -227,14 +228,14 @@ def minority_collapse(
     comparisons: Sequence[Comparison],
 ) -> list[tuple[str, str, PairedDifference]]:
     """``(method, benchmark, P@4 difference against base)`` on each minority-only subset of
-    the fork world (a ``tiny-fork*-backward`` suite): the paper's phenomenon is there when a
+    a fork world (``is_minority_suite``): the paper's phenomenon is there when a
     method's interval lies below 0 (collapse onto the majority strategy lost problems)."""
     out = []
     for c in comparisons:
         if c.b != BASE or not c.per_benchmark:
             continue
         for i, bench in enumerate(c.benchmarks):
-            if bench.startswith("tiny-fork") and bench.endswith("-backward"):
+            if is_minority_suite(bench):
                 out.append((c.a, bench, c.per_benchmark["p4"][i]))
     return out
 

@@ -23,6 +23,7 @@ from ictrepro.report.gains import Gain
 from ictrepro.report.labels import METRIC_LABELS, label, stands_for
 from ictrepro.report.load import BASE
 from ictrepro.report.paper import paper_comparisons, stated_gain_matches
+from ictrepro.report.planned import ALPHA, PlannedAnalysis
 from ictrepro.report.tables import Report
 from ictrepro.results.paper import PaperNumbers
 
@@ -240,6 +241,7 @@ def render_markdown(report: Report, paper: PaperNumbers, plots: dict[str, Path])
     header = ["benchmark", "stands for", "problems scored", "ungradable", "n samples",
               "temperature", "top-p", "max new tokens", "backend", "eval seed"]  # fmt: skip
     out += [_md_table(header, rows), ""]
+    out += _markdown_planned(r)
 
     out += ["## Scores per method (percent)", ""]
     out += [f"- {defs[k]}" for k in ("pass_at_k", "total", "mean_std", "average")] + [""]
@@ -556,6 +558,38 @@ def _claim_row(c: Claim, target: float) -> list[str]:
     ]
 
 
+def _markdown_planned(r: Report) -> list[str]:
+    """The confirmatory analysis, first: the plan's family with Holm-adjusted p-values."""
+    a = r.planned
+    if a is None:
+        return []
+    sha = a.plan_sha256 or "not found beside this installation"
+    out = [
+        "## Confirmatory analysis (fixed before the run)",
+        "",
+        f"The plan: [`{a.plan.path}`]({a.plan.path}) (sha256 `{sha}`; the plan's commit and "
+        "sha256 at run time are in `reproduce.json`). Its family, ICT's P@4 against GRPO "
+        "(primary), 20-Entropy, STAPO and Random-10% (secondary), is tested with Holm's "
+        f"correction at a family-wise {100 * ALPHA:.0f}%; the mechanism comparison (ICT against "
+        "its mask without the choice token) and the positive control (GRPO against GRPO at a "
+        f"quarter of its rate, P@1 on `{a.plan.positive_benchmark}`) stand outside the family "
+        "at 5%. Every other verdict of this report is exploratory.",
+        "",
+    ]
+    rows = []
+    for t in a.tests:
+        diff = "–" if t.diff is None else _interval_text(t.diff)
+        p = "–" if t.p is None else f"{t.p:.4f}"
+        p_holm = "–" if t.p_holm is None else f"{t.p_holm:.4f}"
+        detect = "–" if t.detectable_holm is None else f"{PERCENT * t.detectable_holm:.2f}"
+        rows.append([t.role, f"{label(t.a)} − {label(t.b)}", diff, p, p_holm, detect, t.verdict])
+    header = ["role", "comparison (P@4; the positive control P@1)", "difference [95% interval]", "p", "p (Holm)",
+              "detectable (80%, Holm's first level)", "verdict"]  # fmt: skip
+    out += [_md_table(header, rows), ""]
+    out += [f"- {label(t.b)} left the family: {t.dropped}." for t in a.tests if t.dropped]
+    return [*out, ""] if any(t.dropped for t in a.tests) else out
+
+
 def _markdown_claims(r: Report, target: float) -> list[str]:
     out = [
         "## Verdicts per claim (percentage points)",
@@ -769,6 +803,30 @@ def _markdown_paper(paper: PaperNumbers) -> list[str]:
     return [*out, *(f"- {c}" for c in dict.fromkeys(caveats)), ""]
 
 
+def planned_json(a: PlannedAnalysis) -> dict[str, Any]:
+    return {
+        "plan": a.plan.path,
+        "plan_sha256": a.plan_sha256,
+        "alpha": ALPHA,
+        "tests": [
+            {
+                "role": t.role,
+                "a": t.a,
+                "b": t.b,
+                "difference": None if t.diff is None else paired_json(t.diff),
+                "p": t.p,
+                "p_holm": t.p_holm,
+                "detectable_holm": None
+                if t.detectable_holm is None
+                else PERCENT * t.detectable_holm,
+                "dropped": t.dropped,
+                "verdict": t.verdict,
+            }
+            for t in a.tests
+        ],
+    }
+
+
 def build_summary(r: Report, paper: PaperNumbers, files: Sequence[str]) -> dict[str, Any]:
     """Every number of the report, machine-readable (scores in percent, gains in points);
     ``files``: the names of the files written, relative to the report's folder."""
@@ -791,6 +849,7 @@ def build_summary(r: Report, paper: PaperNumbers, files: Sequence[str]) -> dict[
         "gains": {o: {m: gain_json(g) for m, g in per.items()} for o, per in r.gains.items()},
         "paper": paper.to_json(),
         "paper_comparisons": paper_comparisons(paper, r.focus, r.baselines),
+        "planned": None if r.planned is None else planned_json(r.planned),
         "probes": [
             {
                 "run": p.run,

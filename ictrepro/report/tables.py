@@ -16,6 +16,7 @@ from typing import Any
 
 from ictrepro.data.benchmarks import BENCHMARKS, PAPER_BENCHMARKS
 from ictrepro.data.suites import ALL_EVAL_SUITES, LETTERS, SUITES
+from ictrepro.presets import get_preset, preset_names
 from ictrepro.report.aggregate import METRICS, Average, Cell, score_average, score_cell
 from ictrepro.report.comparisons import (
     Claim,
@@ -37,6 +38,7 @@ from ictrepro.report.gains import Gain, best_baseline, compute_gain
 from ictrepro.report.labels import label, stands_for
 from ictrepro.report.learning import ProbeChange, probe_changes
 from ictrepro.report.load import BASE, LoadedRun, ProblemScores, Seed, load_run
+from ictrepro.report.planned import AnalysisPlan, PlannedAnalysis, planned_analysis
 
 Loaded = dict[tuple[str, Seed, str], ProblemScores]
 """``[(method, seed, benchmark)]``: the per-problem scores of the report's rows."""
@@ -105,6 +107,8 @@ class Report:
     at_chance: tuple[tuple[str, str, float, float], ...] = ()
     #: Each training run's probe reward, first probe against last, paired by problem.
     probes: tuple[ProbeChange, ...] = ()
+    #: The confirmatory analysis of a preset with a plan (None: all exploratory).
+    planned: PlannedAnalysis | None = None
     files: ReportFiles | None = None
 
     @property
@@ -189,7 +193,19 @@ def score_run(
         unchanged=tuple(unchanged_from_base(comparisons)),
         at_chance=tuple(chance_flags(cells, chance_levels(benchmarks))),
         probes=tuple(probe_changes(run.run_dir, set(rows))),
+        planned=_planned(run.presets, cells, seeds, mask_activity(trained)),
     )
+
+
+def _planned(presets, cells, seeds, activity) -> PlannedAnalysis | None:
+    """The plan's analysis when the run's one preset names a plan."""
+    if len(presets) != 1 or presets[0] not in preset_names():
+        return None
+    plan = get_preset(presets[0]).plan
+    if plan is None:
+        return None
+    root = Path(__file__).resolve().parents[2]
+    return planned_analysis(AnalysisPlan(plan), cells, seeds, activity, root)
 
 
 def chance_levels(benchmarks: Sequence[str]) -> dict[str, float]:

@@ -22,6 +22,8 @@ model, one engine at a time. Without a GPU such a preset is refused unless force
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import multiprocessing
 import os
 import shlex
@@ -224,6 +226,7 @@ def reproduce(
         console.rule(f"[bold][{done}/{total}] {text}")
 
     start = time.perf_counter()
+    analysis_plan = record_plan(plan.preset, plan.run_dir)
     header("prepare")
     prepare(plan.prepare_config(), plan.run_dir, show_progress=show_progress, console=console)
     times["prepare_s"] = time.perf_counter() - start
@@ -291,7 +294,7 @@ def reproduce(
         times["report_s"] = time.perf_counter() - t
     times["total_s"] = time.perf_counter() - start
     done += 1
-    _write_record(plan, jobs, times)
+    _write_record(plan, jobs, times, analysis_plan)
     console.rule(f"[bold green]reproduce: done in {times['total_s']:.0f} s -> {plan.run_dir}")
     return times
 
@@ -429,9 +432,66 @@ def _eval_task(run_dir: Path, model: ModelId, log: Path) -> float:
     return time.perf_counter() - start
 
 
-def _write_record(plan: Plan, jobs: int, times: dict[str, Any]) -> None:
+def record_plan(preset: str, run_dir: Path) -> dict[str, Any] | None:
+    """The analysis plan a preset's run is bound to (``Preset.plan``): its path, sha256 and
+    the commit that last changed it, written to ``RUN/plan.json`` when the run starts. A run
+    resumed under a changed plan is refused: its confirmatory verdicts would no longer be
+    the ones fixed before it began."""
+    path = get_preset(preset).plan
+    if path is None:
+        return None
+    root = Path(__file__).resolve().parents[2]
+    file = root / path
+    if not file.is_file():
+        raise ConfigError(
+            f"preset {preset!r} is bound to the plan {path}, which is not at {file}; run it "
+            "from a checkout of the repository (the plan is part of the confirmatory run)"
+        )
+    sha = hashlib.sha256(file.read_bytes()).hexdigest()
+    git = subprocess.run(
+        ["git", "-C", str(root), "log", "-1", "--format=%H", "--", path],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--", path],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    record = {
+        "path": path,
+        "sha256": sha,
+        "commit": git.stdout.strip() or None,
+        "uncommitted_changes": bool(dirty.stdout.strip()),
+    }
+    target = Path(run_dir) / "plan.json"
+    if target.is_file():
+        before = json.loads(target.read_text(encoding="utf-8"))
+        if before.get("sha256") != sha:
+            raise ConfigError(
+                f"{target} records plan {path} with sha256 {before.get('sha256')}, but the file "
+                f"now has {sha}: the plan changed after this run started. Start a new run "
+                "directory, or restore the plan"
+            )
+        return before
+    if record["uncommitted_changes"] or record["commit"] is None:
+        raise ConfigError(
+            f"plan {path} has uncommitted changes: commit it before the confirmatory run, so "
+            "that the run can name the commit that fixed it"
+        )
+    record["recorded_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write_json(target, record)
+    return record
+
+
+def _write_record(
+    plan: Plan, jobs: int, times: dict[str, Any], analysis_plan: dict[str, Any] | None = None
+) -> None:
     """``RUN/reproduce.json``: what the last completed reproduction ran, with how many
-    worker processes and the wall time of each stage."""
+    worker processes, the wall time of each stage, and the analysis plan it was bound to."""
     record = {
         "preset": plan.preset,
         "methods": list(plan.methods),
@@ -440,6 +500,8 @@ def _write_record(plan: Plan, jobs: int, times: dict[str, Any]) -> None:
         "times_s": {k: round(v, 1) for k, v in times.items()},
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if analysis_plan is not None:
+        record["plan"] = analysis_plan
     atomic_write_json(RunDir(plan.run_dir).reproduce_record, record)
 
 

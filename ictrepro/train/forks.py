@@ -78,6 +78,19 @@ def fork_positions(
     return [fork_position(ids, text, tokenizer, prefix) for ids, text, prefix in completions]
 
 
+def choice_mask(forks: Sequence[tuple[int, int] | None], response_mask_BT: Tensor) -> Tensor:
+    """bool ``[B, T]``, True at each row's fork token (``forks``: per row ``(index,
+    strategy)`` or None), on the response mask's device; a fork past ``T`` is dropped."""
+    _B, T = response_mask_BT.shape
+    mask = torch.zeros_like(response_mask_BT)
+    found = [(b, f[0]) for b, f in enumerate(forks) if f is not None and f[0] < T]
+    if found:
+        rows, cols = zip(*found, strict=True)
+        device = response_mask_BT.device
+        mask[torch.tensor(rows, device=device), torch.tensor(cols, device=device)] = True
+    return mask & response_mask_BT
+
+
 def fork_metrics(
     forks: Sequence[tuple[int, int] | None],
     stats: TokenStats,

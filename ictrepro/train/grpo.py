@@ -84,7 +84,7 @@ from ictrepro.train.distributed import (
     prepare_reference,
     reshard,
 )
-from ictrepro.train.forks import fork_metrics, fork_positions
+from ictrepro.train.forks import choice_mask, fork_metrics, fork_positions
 from ictrepro.train.metrics import MetricsLog, MetricSums, selection_metrics
 from ictrepro.verify import GradeRequest, Verdict
 
@@ -348,6 +348,11 @@ class GRPOTrainer:
         self.with_js = "js" in self.rule.needs or self.rl.log_js
         # The fork world's prompts: log where each rule acts relative to the fork.
         self.fork_world = any(p.meta.get("family", "").startswith("fork") for p in problems)
+        if "choice" in self.rule.needs and not self.fork_world:
+            raise ConfigError(
+                f"method {config.method!r} needs the choice token of each response, which "
+                "only the fork worlds mark (tiny-fork*, tiny-lock*); this run's prompts have none"
+            )
         self.temperature = self.rl.temperature_for_stats
         self.checkpoint_dir = checkpoint.checkpoint_dir(self.out_dir)
         self.log = MetricsLog(TrainDir(self.out_dir).metrics, enabled=accelerator.is_main_process)
@@ -406,8 +411,7 @@ class GRPOTrainer:
         # with the trainer's where those are its statistics' temperature and no top-p.
         comparable = self.temperature == self.rl.temperature and self.rl.top_p == 1.0
         gap = logprob_gap(completions, batch, stats.logprob) if comparable else MetricSums()
-        mask = self.select(batch, advantages, stats, step)
-        fork_sums = MetricSums()
+        forks = None
         if self.fork_world:
             rows = [
                 (c.token_ids, c.text, problem.meta.get("response_prefix", ""))
@@ -415,6 +419,10 @@ class GRPOTrainer:
                 for c in group
             ]
             forks = fork_positions(rows, self.tokenizer)
+        choice = None if forks is None else choice_mask(forks, batch.response_mask)
+        mask = self.select(batch, advantages, stats, step, choice)
+        fork_sums = MetricSums()
+        if forks is not None:
             fork_sums = fork_metrics(forks, stats, mask, batch.response_mask)
         t3 = time.perf_counter()
 
@@ -571,9 +579,14 @@ class GRPOTrainer:
         return concat_stats(parts, R), ref_logprob
 
     def select(
-        self, batch: RolloutBatch, advantages: Tensor, stats: TokenStats, step: int
+        self,
+        batch: RolloutBatch,
+        advantages: Tensor,
+        stats: TokenStats,
+        step: int,
+        choice: Tensor | None = None,
     ) -> Tensor:
-        """The method's token mask, bool ``[B, R]``."""
+        """The method's token mask, bool ``[B, R]``; ``choice``: the world's choice tokens."""
         seed = derive_seed(self.config.seed, "select", step, self.accelerator.process_index)
         inputs = SelectionInputs(
             response_mask=batch.response_mask,
@@ -581,6 +594,7 @@ class GRPOTrainer:
             logprob=stats.logprob,
             entropy=stats.entropy,
             js=stats.js,
+            choice=choice,
             step=step,
             generator=torch.Generator().manual_seed(seed),
         )

@@ -1,0 +1,103 @@
+"""The confirmatory analysis: Holm's adjustment, p-values, dropping a rule that never
+acted, and the verdicts (ictrepro/report/planned.py)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ictrepro.evaluate.paired import PairedDifference
+from ictrepro.report.aggregate import Cell
+from ictrepro.report.comparisons import MaskActivity
+from ictrepro.report.planned import AnalysisPlan, PlannedTest, holm, p_value, planned_analysis
+
+
+def _diff(mean: float, se: float, df: float = 20.0) -> PairedDifference:
+    half = 1.96 * se
+    return PairedDifference(mean, mean - half, mean + half, se, df, 0.95, 3, True)
+
+
+def test_holm_by_hand():
+    # sorted: 0.005 x4 = 0.02, 0.01 x3 = 0.03, 0.03 x2 = 0.06, 0.04 x1 -> max(0.06, 0.04)
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5]) == [0.5]
+    assert holm([0.6, 0.7]) == [1.0, 1.0]
+
+
+def test_holm_against_its_definition_on_random_inputs():
+    rng = random.Random(0)
+    for m in (1, 2, 3, 4, 7):
+        for _ in range(50):
+            p = [rng.random() ** 3 for _ in range(m)]
+            adjusted = holm(p)
+            order = sorted(range(m), key=lambda i: p[i])
+            for rank, i in enumerate(order):
+                naive = max(min(1.0, (m - r) * p[order[r]]) for r in range(rank + 1))
+                assert adjusted[i] == pytest.approx(naive, abs=1e-15)
+            assert all(a >= x for a, x in zip(adjusted, p, strict=True))
+
+
+def test_p_value_is_the_two_sided_t_tail():
+    d = _diff(0.02, 0.01, df=10)
+    assert p_value(d) == pytest.approx(2 * (1 - stats.t.cdf(2.0, 10)), rel=1e-10)
+    assert p_value(_diff(-0.02, 0.01, df=10)) == p_value(d)
+    assert p_value(_diff(0.02, 0.01, df=math.inf)) == pytest.approx(
+        2 * (1 - stats.norm.cdf(2.0)), rel=1e-10
+    )
+    assert p_value(_diff(0.0, 0.0)) == 1.0 and p_value(_diff(0.01, 0.0)) == 0.0
+
+
+def test_verdicts():
+    assert PlannedTest("ict", "grpo", "primary", _diff(0.03, 0.01), 0.004, 0.012).verdict == (
+        "above 0"
+    )
+    assert PlannedTest("ict", "grpo", "primary", _diff(-0.03, 0.01), 0.004, 0.012).verdict == (
+        "below 0"
+    )
+    assert PlannedTest("ict", "grpo", "primary", _diff(0.03, 0.01), 0.004, 0.06).verdict == (
+        "not resolved"
+    )
+    assert PlannedTest("ict", "x", "secondary", None, dropped="why").verdict == "not a comparison"
+
+
+def _cells(effects: dict[str, float], seeds=(0, 1, 2), problems=40):
+    """Cells of methods whose per-problem P@4 is a shared problem effect plus ``effect``
+    plus noise, on two suites."""
+    rng = np.random.default_rng(0)
+    ids = tuple(f"p{j}" for j in range(problems))
+    base = {b: rng.uniform(0.2, 0.8, problems) for b in ("tiny-lock-up", "tiny-lock-down")}
+    cells, seed_map = {}, {}
+    for m, effect in effects.items():
+        cells[m] = {}
+        for b, level in base.items():
+            p4 = np.clip(
+                level[None, :] + effect + rng.normal(0, 0.05, (len(seeds), problems)), 0, 1
+            )
+            matrices = {"p1": p4 * 0.5, "p4": p4, "total": p4}
+            cells[m][b] = Cell("ok", tuple(seeds), problems, {}, matrices, ids)
+        seed_map[m] = tuple(seeds)
+    return cells, seed_map
+
+
+def test_a_rule_that_never_acted_leaves_the_family_and_holm_runs_over_the_rest(tmp_path):
+    effects = {"ict": 0.1, "grpo": 0.0, "entropy": 0.1, "stapo": 0.0, "random": 0.0,
+               "ict-nochoice": 0.05, "grpo-lr4": 0.0}  # fmt: skip
+    cells, seeds = _cells(effects)
+    activity = [MaskActivity("stapo", 10, 100, 0.001), MaskActivity("ict", 97, 100, 0.9)]
+    plan = AnalysisPlan("docs/plans/none.md")
+    analysis = planned_analysis(plan, cells, seeds, activity, tmp_path)
+    by = {(t.a, t.b): t for t in analysis.tests}
+    assert by["ict", "stapo"].dropped and by["ict", "stapo"].verdict == "not a comparison"
+    live = [t for t in analysis.tests if t.role in ("primary", "secondary") and not t.dropped]
+    assert len(live) == 3
+    assert [t.p_holm for t in live] == pytest.approx(holm([t.p for t in live]))
+    assert by["ict", "grpo"].verdict == "above 0"
+    assert by["ict", "entropy"].verdict == "not resolved"
+    assert (
+        by["ict", "ict-nochoice"].role == "mechanism" and by["ict", "ict-nochoice"].p_holm is None
+    )
+    assert analysis.plan_sha256 is None  # no plan file under tmp_path
