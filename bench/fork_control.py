@@ -7,8 +7,9 @@ on group JS seeing the fork?
 ``tiny-fork`` puts a preamble of random length before the fork, so the responses of a
 group reach it in different contexts; ``tiny-fork0`` writes one preamble into every
 prompt, so they all reach it in the same context and group JS there is 0. Both train from
-the same base model on the same problems (its hashes are compared), so each
-method's scores pair by problem and seed across the two. Prints, for the average over the
+the same base model (the base models' hashes are compared; the problems are not: both
+worlds draw them from the same suites and seed) and each method's scores pair by problem
+id and seed across the two. Prints, for the average over the
 subsets: each pair of methods within each variant, and the change of each method, and of
 each pair's difference, from the control to the fork world, all paired with 95% intervals
 and the difference resolvable with 80% power; then what each rule did at the fork
