@@ -27,7 +27,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,9 @@ SPARSITY_CONTROL = "random"
 POSITIVE_CONTROL = ("grpo", "grpo-lr4")
 #: The instrument's controls: compared with, never baselines of the paper's claim.
 CONTROLS = frozenset({SPARSITY_CONTROL, POSITIVE_CONTROL[1]})
+#: A sparsifying rule whose mask left tokens out at fewer of its steps than this share is
+#: not compared with the focus method: at most of its steps it trained as GRPO did.
+MIN_ACTED_SHARE = 0.5
 #: Rules whose mask is dense by design (no flag when they select every token).
 DENSE_RULES = frozenset({"grpo", "grpo-lr4"})
 
@@ -94,6 +98,9 @@ class Claim:
     diff: PairedDifference | None
     #: The variance components behind ``diff`` (None when not tested).
     components: Components | None = None
+    #: Why this is no comparison of two rules (``b``'s mask never acted, so ``b`` trained
+    #: as GRPO did); None when it is one.
+    not_a_comparison: str | None = None
 
     @property
     def seeds_known(self) -> bool:
@@ -116,6 +123,8 @@ class Claim:
 
     @property
     def verdict(self) -> str:
+        if self.not_a_comparison is not None:
+            return "not a comparison"
         if self.diff is None:
             return "not tested"
         if self.diff.ci_low > 0:
@@ -176,9 +185,16 @@ def all_comparisons(
     return [c for c in found if c is not None]
 
 
-def claim_verdict(comparisons: Sequence[Comparison], focus: str, baselines: Sequence[str]) -> str:
+def claim_verdict(
+    comparisons: Sequence[Comparison],
+    focus: str,
+    baselines: Sequence[str],
+    inactive: Collection[str] = (),
+) -> str:
     """The paper's claim (focus P@4 above every baseline) here: "reproduced",
-    "contradicted", "not resolved at this size", or "not tested" (no baseline compared)."""
+    "contradicted", "not resolved at this size", or "not tested" (no baseline compared).
+    A baseline in ``inactive`` (``MaskActivity.mostly_idle``) is no baseline of its own."""
+    baselines = [b for b in baselines if b not in inactive]
     p4 = [c.diffs["p4"] for c in comparisons if c.a == focus and c.b in baselines]
     if not p4:
         return "not tested"
@@ -201,20 +217,28 @@ def _claim(comparisons: Sequence[Comparison], text: str, a: str, b: str, metric:
 
 
 def claims(
-    comparisons: Sequence[Comparison], focus: str, baselines: Sequence[str], labels: Any = str
+    comparisons: Sequence[Comparison],
+    focus: str,
+    baselines: Sequence[str],
+    labels: Any = str,
+    inactive: Collection[str] = (),
 ) -> list[Claim]:
-    """The focus method's P@4 above each baseline and above the sparsity control."""
-    return [
-        _claim(
-            comparisons,
-            f"{labels(focus)}'s P@4 above {labels(b)}'s"
-            + (" (the sparsity control)" if b == SPARSITY_CONTROL else ""),
-            focus,
-            b,
-            "p4",
+    """The focus method's P@4 above each baseline and above the sparsity control; a claim
+    against a rule in ``inactive`` (``MaskActivity.mostly_idle``) is marked no comparison."""
+    out = []
+    for b in (*baselines, SPARSITY_CONTROL):
+        text = f"{labels(focus)}'s P@4 above {labels(b)}'s" + (
+            " (the sparsity control)" if b == SPARSITY_CONTROL else ""
         )
-        for b in (*baselines, SPARSITY_CONTROL)
-    ]
+        found = _claim(comparisons, text, focus, b, "p4")
+        if b in inactive:
+            why = (
+                f"{labels(b)}'s mask left tokens out at fewer than {MIN_ACTED_SHARE:.0%} of its "
+                "steps: it trained as GRPO did"
+            )
+            found = dataclasses.replace(found, not_a_comparison=why)
+        out.append(found)
+    return out
 
 
 def positive_control(comparisons: Sequence[Comparison]) -> Claim | None:
@@ -250,6 +274,16 @@ class MaskActivity:
     steps: int
     #: Share of the response tokens left out, mean over the steps.
     left_out: float
+
+    @property
+    def acted_share(self) -> float:
+        return self.steps_acted / self.steps if self.steps else 0.0
+
+    @property
+    def mostly_idle(self) -> bool:
+        """Left tokens out at fewer than ``MIN_ACTED_SHARE`` of its steps: at most steps it
+        trained as GRPO did, so a comparison with it is not one of its rule."""
+        return self.acted_share < MIN_ACTED_SHARE
 
     @property
     def never_acted(self) -> bool:

@@ -21,7 +21,7 @@ from pathlib import Path
 from scipy import stats
 
 from ictrepro.evaluate.paired import PairedDifference, detectable_difference
-from ictrepro.report.comparisons import Comparison, MaskActivity, compare
+from ictrepro.report.comparisons import MIN_ACTED_SHARE, Comparison, MaskActivity, compare
 
 #: The family-wise error rate of the confirmatory family.
 ALPHA = 0.05
@@ -49,7 +49,7 @@ class AnalysisPlan:
     positive_benchmark: str = "tiny-lock-up"
     #: A sparsifying rule whose mask left tokens out at fewer of its steps than this share
     #: leaves the family (its comparison would be ICT − GRPO again).
-    min_acted_share: float = 0.5
+    min_acted_share: float = MIN_ACTED_SHARE
 
     @property
     def family(self) -> tuple[tuple[str, str], ...]:
@@ -129,7 +129,7 @@ def planned_analysis(
 ) -> PlannedAnalysis:
     """The plan's tests on a run's cells (``score_run``'s), Holm-adjusted over the family
     that is left once the rules that did not act are dropped."""
-    acted = {a.method: a.steps_acted / a.steps if a.steps else 0.0 for a in activity}
+    acted = {a.method: a.acted_share for a in activity}
 
     def diff(a: str, b: str) -> PairedDifference | None:
         if a not in cells or b not in cells:

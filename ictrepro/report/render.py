@@ -547,6 +547,9 @@ def _seeds_needed_text(c: Claim, target: float) -> str:
 
 def _claim_row(c: Claim, target: float) -> list[str]:
     d = c.diff
+    if c.not_a_comparison is not None:
+        shown = "–" if d is None else _interval_text(d)
+        return [c.text, shown, "–", "–", f"not a comparison ({c.not_a_comparison})"]
     if d is None:
         return [c.text, "–", "–", "–", "not tested"]
     return [

@@ -167,6 +167,8 @@ def score_run(
     notes += missing_curve_notes(curves)
     comparisons = all_comparisons(cells, seeds, focus, present)
     mech = mechanism(trained, averages)
+    activity = mask_activity(trained)
+    inactive = {a.method for a in activity if a.mostly_idle}
     return Report(
         run_dir=run.run_dir,
         preset=", ".join(run.presets) if run.presets else "unknown",
@@ -184,16 +186,16 @@ def score_run(
         curves=curves,
         notes=tuple(notes),
         comparisons=tuple(comparisons),
-        claim=claim_verdict(comparisons, focus, baselines),
+        claim=claim_verdict(comparisons, focus, baselines, inactive),
         mechanism=mech,
         mechanism_verdicts=mechanism_verdicts(mech, comparisons, focus),
-        claims=tuple(claims(comparisons, focus, present, labels=label)),
+        claims=tuple(claims(comparisons, focus, present, labels=label, inactive=inactive)),
         positive_control=positive_control(comparisons),
-        mask_activity=tuple(mask_activity(trained)),
+        mask_activity=tuple(activity),
         unchanged=tuple(unchanged_from_base(comparisons)),
         at_chance=tuple(chance_flags(cells, chance_levels(benchmarks))),
         probes=tuple(probe_changes(run.run_dir, set(rows))),
-        planned=_planned(run.presets, cells, seeds, mask_activity(trained)),
+        planned=_planned(run.presets, cells, seeds, activity),
     )
 
 
