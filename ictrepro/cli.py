@@ -485,7 +485,7 @@ def score(
     table = Table(title=f"{benchmark}: {result.n_problems} problems scored")
     for kk in ks:
         table.add_column(f"pass@{kk}", justify="right")
-    table.add_row(*(f"{100 * v:.2f}" for v in result.pass_at.values()))
+    table.add_row(*(f"{100 * v:.2f}%" for v in result.pass_at.values()))
     console.print(table)
     if result.n_ungradable:
         console.print(f"{result.n_ungradable} problems with an ungradable gold answer (not scored)")

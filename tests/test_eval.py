@@ -9,6 +9,7 @@ tiny-smoke models answer nothing correctly.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import AlternatingVerifier, copy_world, flat, scripted_response
@@ -142,6 +143,7 @@ def test_sample_then_score_matches_eval(run_dir, tmp_path, scripted_policy):
         ],
     )
     assert result.exit_code == 0, result.output
+    assert re.search(r"\d+\.\d\d%", result.output)  # pass@k printed with its unit
     verdicts = [
         json.loads(x) for x in (tmp_path / "responses.verdicts.jsonl").read_text().splitlines()
     ]

@@ -51,8 +51,12 @@ def test_several_gpus_use_ddp_when_a_replica_fits_else_fsdp2():
 
 
 def test_no_gpu_refuses_a_paper_preset_unless_forced():
-    with pytest.raises(NoAcceleratorError, match="--force-cpu"):
+    with pytest.raises(NoAcceleratorError, match="--force-cpu") as refused:
         plan_launch("paper-0.5b", machine=CPU)
+    # It lists every CPU-sized preset, and no paper-scale one.
+    listed = str(refused.value).split("The CPU-sized presets: ")[1].rstrip(".").split(", ")
+    assert {"tiny", "tiny-smoke", "smollm2-135m", "smollm2-135m-learn"} <= set(listed)
+    assert not any(name.startswith("paper-") for name in listed)
     forced = plan_launch("paper-0.5b", machine=CPU, force_cpu=True)
     assert (forced.strategy, forced.mixed_precision, forced.sampler) == ("in-process", "no", "hf")
     # The CPU presets are never launched, on any machine.

@@ -158,10 +158,12 @@ def _config(path: Path, *keys: str, section: str = "config") -> Any:
 
 
 def _presets(run: RunDir) -> tuple[str, ...]:
-    """Presets recorded by ``prepare.json`` and the training runs' ``train.json``."""
-    records = [
-        run.record("prepare"),
-        *(TrainDir(d).record for d in run.training_runs().values()),
-    ]
-    presets = {str(p) for p in (_config(path, "preset") for path in records) if p is not None}
-    return tuple(sorted(presets))
+    """The presets the run's models trained under (``train.json``); with no training run,
+    the one ``prepare.json`` records. A preset may train in another's prepared world
+    (``tiny-fork-tally-lr10`` in ``tiny-fork-tally``'s), so the world's preset is not the run's."""
+
+    def named(records: list[Path]) -> set[str]:
+        return {str(p) for p in (_config(path, "preset") for path in records) if p is not None}
+
+    trained = named([TrainDir(d).record for d in run.training_runs().values()])
+    return tuple(sorted(trained or named([run.record("prepare")])))

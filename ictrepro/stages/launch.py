@@ -23,7 +23,7 @@ from typing import Any
 
 from ictrepro.errors import IctreproError
 from ictrepro.memory import SHAPES, MemoryEstimate, estimate
-from ictrepro.presets import get_preset, train_preset
+from ictrepro.presets import get_preset, preset_names, train_preset
 
 
 class NoAcceleratorError(IctreproError, RuntimeError):
@@ -178,6 +178,11 @@ class LaunchPlan:
         return lines
 
 
+def cpu_presets() -> list[str]:
+    """The presets sized for a CPU: every preset but the paper-scale ones."""
+    return [name for name in preset_names() if not is_paper_scale(name)]
+
+
 def plan_launch(
     preset: str,
     model: str | None = None,
@@ -198,7 +203,7 @@ def plan_launch(
             f"preset {preset!r} is paper scale (bf16 on GPUs, vLLM sampling) and torch sees "
             "no GPU on this machine. Run it on a GPU machine, or pass --force-cpu to run it "
             "here in float32 with HF generate in one process (each run samples "
-            f"{_responses(preset):,} responses). The CPU-sized presets: tiny, smollm2-135m."
+            f"{_responses(preset):,} responses). The CPU-sized presets: {', '.join(cpu_presets())}."
         )
     config = train_preset(preset, method="grpo")
     spec = get_preset(preset)
