@@ -101,3 +101,33 @@ def test_a_rule_that_never_acted_leaves_the_family_and_holm_runs_over_the_rest(t
         by["ict", "ict-nochoice"].role == "mechanism" and by["ict", "ict-nochoice"].p_holm is None
     )
     assert analysis.plan_sha256 is None  # no plan file under tmp_path
+
+
+def test_a_run_is_bound_to_its_plan_and_refuses_a_changed_one(tmp_path, monkeypatch):
+    import dataclasses
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from ictrepro import presets
+    from ictrepro.errors import ConfigError
+    from ictrepro.stages import reproduce
+
+    plan_path = "docs/plans/tiny-lock.md"
+    root = Path(reproduce.__file__).resolve().parents[2]
+    if not (root / plan_path).is_file():
+        pytest.skip("the plan is not beside this installation")
+    bound = dataclasses.replace(presets.get_preset("tiny-smoke"), plan=plan_path)
+    monkeypatch.setattr(reproduce, "get_preset", lambda name: bound)
+    record = reproduce.record_plan("tiny-smoke", tmp_path)
+    sha = hashlib.sha256((root / plan_path).read_bytes()).hexdigest()
+    assert record["sha256"] == sha and record["path"] == plan_path
+    assert json.loads((tmp_path / "plan.json").read_text())["sha256"] == sha
+    assert reproduce.record_plan("tiny-smoke", tmp_path) == record  # resumed: the same plan
+    changed = {**record, "sha256": "0" * 64}
+    (tmp_path / "plan.json").write_text(json.dumps(changed))
+    with pytest.raises(ConfigError, match="the plan changed after this run started"):
+        reproduce.record_plan("tiny-smoke", tmp_path)
+    # A preset without a plan binds nothing.
+    monkeypatch.setattr(reproduce, "get_preset", presets.get_preset)
+    assert reproduce.record_plan("tiny-smoke", tmp_path / "other") is None

@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ictrepro.determinism import numerics_provenance
+from ictrepro.presets import get_preset
 from ictrepro.results.pinned import RESULTS_DIR, load_provenance
 from ictrepro.results.rerun import RerunOutcome, judge_rerun
 from ictrepro.stages.reproduce import make_plan, reproduce
 
 #: A quick subset of a preset's reproduction that `check --rerun` repeats.
 RERUN_METHODS = ("grpo", "ict")
-RERUN_SEEDS = (0,)
 
 
 def rerun_check(
@@ -23,7 +23,7 @@ def rerun_check(
     *,
     results_dir: Path = RESULTS_DIR,
     methods: tuple[str, ...] = RERUN_METHODS,
-    seeds: tuple[int, ...] = RERUN_SEEDS,
+    seeds: tuple[int, ...] | None = None,
     show_progress: bool = False,
 ) -> RerunOutcome:
     """Reproduce a subset of ``preset`` in ``work_dir`` and compare it with the pinned results.
@@ -34,6 +34,8 @@ def rerun_check(
     consistent with the pinned counts (:func:`ictrepro.results.rerun.judge_rerun`).
     """
     provenance = load_provenance(preset, results_dir)
+    # The preset's first seed unless told: a pinned seed (the lock world's are not 0..4).
+    seeds = seeds if seeds is not None else get_preset(preset).seeds[:1]
     plan = make_plan(preset, work_dir, methods=methods, seeds=seeds)
     reproduce(plan, jobs=provenance.get("training_jobs", 1), show_progress=show_progress)
     return judge_rerun(preset, work_dir, numerics_provenance(), results_dir=results_dir)

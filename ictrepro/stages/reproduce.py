@@ -442,11 +442,8 @@ def record_plan(preset: str, run_dir: Path) -> dict[str, Any] | None:
         return None
     root = Path(__file__).resolve().parents[2]
     file = root / path
-    if not file.is_file():
-        raise ConfigError(
-            f"preset {preset!r} is bound to the plan {path}, which is not at {file}; run it "
-            "from a checkout of the repository (the plan is part of the confirmatory run)"
-        )
+    if not file.is_file():  # an installed package without the repository's docs
+        return {"path": path, "sha256": None, "commit": None, "found": False}
     sha = hashlib.sha256(file.read_bytes()).hexdigest()
     git = subprocess.run(
         ["git", "-C", str(root), "log", "-1", "--format=%H", "--", path],
@@ -460,11 +457,12 @@ def record_plan(preset: str, run_dir: Path) -> dict[str, Any] | None:
         text=True,
         check=False,
     )
+    in_git = git.returncode == 0 and dirty.returncode == 0
     record = {
         "path": path,
         "sha256": sha,
         "commit": git.stdout.strip() or None,
-        "uncommitted_changes": bool(dirty.stdout.strip()),
+        "uncommitted_changes": bool(dirty.stdout.strip()) if in_git else None,
     }
     target = Path(run_dir) / "plan.json"
     if target.is_file():
@@ -476,7 +474,8 @@ def record_plan(preset: str, run_dir: Path) -> dict[str, Any] | None:
                 "directory, or restore the plan"
             )
         return before
-    if record["uncommitted_changes"] or record["commit"] is None:
+    # Outside a git checkout (an unpacked archive) the sha256 alone identifies the plan.
+    if in_git and (record["uncommitted_changes"] or record["commit"] is None):
         raise ConfigError(
             f"plan {path} has uncommitted changes: commit it before the confirmatory run, so "
             "that the run can name the commit that fixed it"
