@@ -289,6 +289,7 @@ def _tiny_lock(
     methods: tuple[str, ...],
     lr: float = 2e-4,
     method_lr: dict[str, float] | None = None,
+    plan: str | None = None,
 ) -> Preset:
     """The lock world (docs/worlds/lock.md): the tally world's counts, each problem solved
     by one direction that no prompt states, RL prompts that reward turning up. One prepared
@@ -307,7 +308,7 @@ def _tiny_lock(
     warmup = {"ict": nochoice, "random": nochoice, "ict-nochoice": nochoice}
     train = TrainPreset(rl=rl, method_args=warmup, method_lr=method_lr or {})
     eval_spec = EvalSpec(benchmarks=benchmarks, sampling=sampling, ks=(1, 4))
-    return Preset(name, _lock_prepare(), train, eval_spec, seeds, methods)
+    return Preset(name, _lock_prepare(), train, eval_spec, seeds, methods, plan)
 
 
 def _lock_screen(label: str) -> Preset:

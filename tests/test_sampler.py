@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+import os
 import pytest
 import torch
 
@@ -355,3 +356,35 @@ def test_a_rows_product_does_not_depend_on_the_rows_beside_it():
         for rows in range(MIN_ROWS, 129, 7):
             pick = torch.randperm(128)[:rows].sort().values
             assert torch.equal(torch.nn.functional.linear(x[pick], weight), full[pick])
+
+
+def test_the_cache_is_emptied_before_every_wake(monkeypatch):
+    """The update's peak, kept by torch's caching allocator, is handed back before the
+    engine wakes (its sleep-mode allocator cannot reuse it): before the weights wake,
+    at the push and at a sampling that follows a step without one."""
+    engine = FakeEngine()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: engine.events.append("empty_cache"))
+    sampler = VLLMSampler(engine, params_factory=FakeParams, sleep=True)
+    sampler.sample(["p"], SamplingParams(n=1), seed=0)
+    sampler.update_weights(torch.nn.Linear(2, 2))
+    sampler.sample(["p"], SamplingParams(n=1), seed=1)
+    sampler.sample(["p"], SamplingParams(n=1), seed=2)
+    wakes = [i for i, e in enumerate(engine.events) if e == "wake weights"]
+    assert len(wakes) == 2 and all(engine.events[i - 1] == "empty_cache" for i in wakes)
+    assert engine.events.count("empty_cache") == 2
+
+
+def test_the_trainers_engine_is_forced_into_its_process(monkeypatch):
+    from ictrepro.config import VLLMSpec
+    from ictrepro.errors import ConfigError
+    from ictrepro.rollout.vllm import in_process_engine
+
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    in_process_engine(VLLMSpec(), pushes_weights=False)  # evaluation: the user's choice
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+    in_process_engine(VLLMSpec(), pushes_weights=True)  # the trainer pushes: forced
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    with pytest.raises(ConfigError, match="tensor_parallel_size=2"):
+        in_process_engine(VLLMSpec(tensor_parallel_size=2), pushes_weights=True)
+    in_process_engine(VLLMSpec(tensor_parallel_size=2), pushes_weights=False)  # eval may

@@ -75,10 +75,12 @@ def make_sampler(
     vllm_settings: Any = None,
     vllm_dtype: str = "auto",
     max_model_len: int = 2048,
+    pushes_weights: bool = False,
 ) -> Sampler:
     """The sampler backend ``name`` (``"hf"`` or ``"vllm"``); unknown names list the valid
     ones. The vLLM engine loads ``model_path`` with ``vllm_settings`` (``VLLMSpec``; vLLM
-    itself is imported then: an error says to install the ``gpu`` extra when it is missing)."""
+    itself is imported then: an error says to install the ``gpu`` extra when it is missing);
+    ``pushes_weights``: the trainer's sampler, which receives the policy's weights."""
     if name == "hf":
         return HFSampler(model, tokenizer, batch_size=batch_size)
     if name == "vllm":
@@ -88,6 +90,7 @@ def make_sampler(
             settings,
             dtype=vllm_dtype,
             max_model_len=max_model_len,
+            pushes_weights=pushes_weights,
         )
         return VLLMSampler(engine, sleep=settings.enable_sleep_mode)
     raise ConfigError(f"unknown sampler {name!r}; valid: {', '.join(SAMPLERS)}")

@@ -12,11 +12,13 @@ with a fake engine in the default suite (``tests/test_sampler.py``).
 - the weight push after every update streams the policy's full tensors (gathered from
   FSDP2 shards one at a time) into the engine's ``reload_weights`` through
   ``collective_rpc``, then resets the prefix cache, whose entries were computed with the
-  old weights. Streaming needs the engine in the training process: ``make_engine`` sets
-  ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (colocated, as TRL's colocate mode);
+  old weights. Streaming needs the engine in the training process: the trainer's
+  ``make_engine`` forces ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (colocated, as TRL's
+  colocate mode) and refuses a tensor-parallel engine;
 - sleep mode (``infra.vllm.enable_sleep_mode``, GPU only): after sampling the engine
   sleeps at level 1 (weights copied to host memory, KV cache dropped) so that the update
-  has the GPU; before the next sampling it wakes its weights, receives the push, then
+  has the GPU; before the next sampling it empties torch's allocator cache (the
+  update's peak), wakes its weights, receives the push, then
   wakes its KV cache (the order of TRL's colocate mode). Level 2 would drop the weights
   instead of copying them, and with them buffers the push does not carry (rotary tables);
 - log-probs: every request asks for the sampled token's log-prob (``logprobs=0``), with
@@ -35,6 +37,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from ictrepro.errors import ConfigError
@@ -78,14 +81,47 @@ def full_weights(model: Any) -> Iterator[tuple[str, Any]]:
         yield name, full.detach()
 
 
-def make_engine(model_path: str, settings: Any, *, dtype: str, max_model_len: int) -> Any:
+def release_cached_memory() -> None:
+    """Hand the blocks torch's caching allocator keeps (the update's peak) back to the GPU,
+    so that a waking engine, whose sleep-mode allocator cannot reuse them, finds them free
+    (TRL and verl empty the cache there too). Nothing on a machine without CUDA."""
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def in_process_engine(settings: Any, *, pushes_weights: bool) -> None:
+    """Make the engine vLLM builds next live in this process. The trainer's weight push
+    reaches the model through it, so there (``pushes_weights``) it is forced, whatever the
+    environment said, and a tensor-parallel engine (its workers in other processes) is
+    refused; elsewhere it is only the default."""
+    if not pushes_weights:
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        return
+    if settings.tensor_parallel_size != 1:
+        raise ConfigError(
+            f"infra.vllm.tensor_parallel_size={settings.tensor_parallel_size}: the trainer pushes "
+            "its weights into an engine in its own process, and a tensor-parallel engine's "
+            "workers live in others; set it to 1 (one engine per process under accelerate launch)"
+        )
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+
+
+def make_engine(
+    model_path: str,
+    settings: Any,
+    *,
+    dtype: str,
+    max_model_len: int,
+    pushes_weights: bool = False,
+) -> Any:
     """A colocated ``vllm.LLM`` for ``model_path`` with the engine ``settings``
-    (``InfraSpec.vllm``); ``max_model_len`` is used when the settings leave it unset."""
+    (``InfraSpec.vllm``); ``max_model_len`` is used when the settings leave it unset.
+    ``pushes_weights``: the trainer's engine, which receives the policy's weights."""
+    in_process_engine(settings, pushes_weights=pushes_weights)
     try:
         import vllm  # an optional extra, imported only when an engine is made
     except ImportError as e:
         raise ConfigError(INSTALL_HINT) from e
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     from vllm.platforms import current_platform
 
     max_len = settings.max_model_len or max_model_len
@@ -216,6 +252,7 @@ class VLLMSampler:
     def wake_up(self) -> None:
         """Wake a sleeping engine (weights, then KV cache); nothing if it is awake."""
         if self.asleep:
+            release_cached_memory()
             self.engine.wake_up(tags=["weights"])
             self.engine.wake_up(tags=["kv_cache"])
             self.asleep = False
@@ -226,6 +263,7 @@ class VLLMSampler:
         its weights first and its KV cache only after the push, so the two never hold the
         GPU beside the new weights' transfer at once."""
         if self.asleep:
+            release_cached_memory()
             self.engine.wake_up(tags=["weights"])
         self.engine.collective_rpc(
             "reload_weights",

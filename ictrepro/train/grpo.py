@@ -343,6 +343,7 @@ class GRPOTrainer:
             max_model_len=min(
                 PROMPT_BUDGET + self.rl.max_new_tokens, policy.config.max_position_embeddings
             ),
+            pushes_weights=True,
         )
         self.schedule = PromptSchedule(len(self.problems), self.rl.prompts_per_step, config.seed)
         self.with_js = "js" in self.rule.needs or self.rl.log_js
