@@ -7,10 +7,10 @@ The fake engine mimics `vllm.LLM.generate` / `collective_rpc` / `reset_prefix_ca
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-import os
 import pytest
 import torch
 
