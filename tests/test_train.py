@@ -826,3 +826,23 @@ def test_the_reference_model_is_prepared_like_the_policy(run_dir, monkeypatch):
     reference = [m for m, evaluation in prepared if evaluation]
     assert len(reference) == 1 and not any(p.requires_grad for p in reference[0].parameters())
     assert any(not evaluation for _, evaluation in prepared)  # the policy, for training
+
+
+def test_a_non_finite_step_is_decided_on_every_process_together():
+    """One process's non-finite loss stops every process, not only its own (the others
+    would wait in the next collective forever)."""
+    from types import SimpleNamespace
+
+    from ictrepro.train.grpo import any_process
+
+    def accelerator(others: list[float]):
+        def reduce(t, op):
+            assert op == "sum"
+            return t + sum(others)
+
+        return SimpleNamespace(num_processes=1 + len(others), device="cpu", reduce=reduce)
+
+    assert any_process(accelerator([]), True) and not any_process(accelerator([]), False)
+    assert any_process(accelerator([1.0]), False)  # another process saw it
+    assert any_process(accelerator([0.0]), True)
+    assert not any_process(accelerator([0.0, 0.0]), False)

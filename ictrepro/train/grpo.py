@@ -253,6 +253,16 @@ PROBE_METRICS = ("probe_reward", "probe_reward_initial")
 UPDATE_METRICS = ("loss", "grad_norm", "kl", "clip_fraction")
 
 
+def any_process(accelerator: Any, flag: bool) -> bool:
+    """Whether ``flag`` holds on any process of ``accelerator`` (a sum over processes; the
+    flag itself on one process)."""
+    if accelerator.num_processes == 1:
+        return flag
+    device = accelerator.device
+    total = accelerator.reduce(torch.tensor([float(flag)], device=device), "sum")
+    return bool(total.item() > 0)
+
+
 class GRPOTrainer:
     """Runs the steps of one (method, seed) run in ``out_dir``.
 
@@ -684,7 +694,9 @@ class GRPOTrainer:
         grad_norm = float(
             self.accelerator.clip_grad_norm_(self.model.parameters(), self.rl.grad_clip)
         )
-        if not (math.isfinite(grad_norm) and math.isfinite(loss)):
+        # The loss is this process's own: decided on every process together, or the others
+        # would step on into the next collective and wait for this one forever.
+        if any_process(self.accelerator, not (math.isfinite(grad_norm) and math.isfinite(loss))):
             self.optimizer.zero_grad(set_to_none=True)
             raise TrainingDiverged(_diverged_message(step, loss, grad_norm, self.checkpoint_dir))
         self.optimizer.step()
