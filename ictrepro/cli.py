@@ -331,6 +331,14 @@ def reproduce(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print the plan (and how runs are launched here) and stop."
     ),
+    gpus: int = typer.Option(
+        None,
+        "--gpus",
+        help="With --dry-run: plan for a machine with this many GPUs instead of this one.",
+    ),
+    gpu_memory: float = typer.Option(
+        None, "--gpu-memory", help="With --gpus: each GPU's memory in GB (default 80)."
+    ),
     force_cpu: bool = typer.Option(
         False,
         "--force-cpu",
@@ -351,6 +359,16 @@ def reproduce(
         "train_sets": _csv(train_sets),
         "skip_benchmarks": _csv(skip_benchmarks),
     }
+    machine = None
+    if gpus is not None or gpu_memory is not None:
+        from ictrepro.stages.launch import Machine
+
+        if not dry_run or gpus is None or gpus < 1:
+            raise ConfigError(
+                "--gpus N (N >= 1) and --gpu-memory GB describe another machine to plan for; "
+                "they need --dry-run, and --gpu-memory needs --gpus"
+            )
+        machine = Machine("cuda", gpus, gpu_memory or 80.0, "as given on the command line")
     plan = make_plan(
         preset,
         out or Path("runs") / preset,
@@ -358,6 +376,7 @@ def reproduce(
         seeds=seed_list,
         prepare_options=options,
         force_cpu=force_cpu,
+        machine=machine,
     )
     if dry_run:
         for line in plan.describe():

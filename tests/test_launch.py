@@ -126,3 +126,18 @@ def test_reproduce_launches_each_run_then_one_evaluation(tmp_path, monkeypatch):
     assert commands[4].endswith("eval --run " + str(tmp_path / "run") + " --backend hf")
     assert {"prepare_s", "train_s", "eval_s"} <= set(times)
     shutil.rmtree(tmp_path / "run")
+
+
+def test_the_plan_for_another_machine_from_a_laptop(tmp_path, monkeypatch):
+    """`reproduce --dry-run --gpus N --gpu-memory GB` plans for that machine on one without
+    a GPU; without --dry-run the options are refused before anything runs."""
+    monkeypatch.setattr(Machine, "detect", classmethod(lambda cls: CPU))
+    out = tmp_path / "r"
+    args = ["reproduce", "--preset", "paper-7b", "--out", str(out), "--gpus", "8"]
+    result = CliRunner().invoke(app, [*args, "--gpu-memory", "80", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    text = flat(result.output)
+    assert "8 x cuda" in text and "fsdp2" in text and "of 80 GB" in text
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 2 and "need --dry-run" in flat(refused.output)
+    assert not out.exists()
