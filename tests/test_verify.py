@@ -296,3 +296,25 @@ def test_math_needs_the_main_thread_but_choice_does_not():
     thread.join()
     assert outcome["choice"] is Verdict.CORRECT
     assert "main thread" in str(outcome["math"]) and "Verifier(workers=1" in str(outcome["math"])
+
+
+def test_the_verifier_imports_without_math_verify_and_names_it_where_needed():
+    """A machine without math-verify (the bare GPU image) imports the verifier and grades
+    answers the quick path settles; a comparison that needs math-verify names it."""
+    import subprocess
+    import sys
+
+    # In a fresh interpreter, so this one's imported modules stay as they are.
+    code = (
+        "import sys; sys.modules['math_verify'] = None\n"
+        "from ictrepro.verify.grade import grade, Verdict\n"
+        "assert grade('The answer is \\\\boxed{7}.', '7', kind='math') == Verdict.CORRECT\n"
+        "try:\n"
+        "    grade('The answer is \\\\boxed{\\\\frac{1}{2}}.', 'x^2 + 1', kind='math')\n"
+        "except ImportError as e:\n"
+        "    assert 'math-verify' in str(e), e\n"
+        "else:\n"
+        "    raise SystemExit('no ImportError')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

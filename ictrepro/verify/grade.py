@@ -54,7 +54,6 @@ from enum import Enum
 from functools import lru_cache
 from typing import Any
 
-from math_verify import parse, verify
 from sympy.core.cache import clear_cache as clear_sympy_cache
 
 from ictrepro.verify.extract import CHOICE_LETTERS, check_kind, extract_answer
@@ -153,12 +152,26 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
+def _math_verify() -> Any:
+    """The math-verify package, imported on the first comparison that needs it: a
+    machine without it (a bare GPU image) still trains and grades the fork worlds, whose
+    answers the quick path settles, and fails here, by name, only where math is compared."""
+    try:
+        import math_verify
+    except ImportError as e:
+        raise ImportError(
+            "grading a math answer needs math-verify: python -m pip install 'math-verify[antlr4_13_2]'"
+        ) from e
+    return math_verify
+
+
 @lru_cache(maxsize=4096)
 def _parse_gold(gold: str) -> tuple[Any, ...] | None:
     """Parsed gold, or ``None`` if math-verify finds no expression in it. Cached: every
     response to a problem is graded against the same gold."""
+    mv = _math_verify()  # outside the try: a missing package is no ungradable gold
     try:
-        parsed = parse(to_latex(gold), parsing_timeout=None, raise_on_error=True)
+        parsed = mv.parse(to_latex(gold), parsing_timeout=None, raise_on_error=True)
     except Exception as exc:
         logger.debug("gold %r is ungradable: math-verify raised %s", gold, _describe(exc))
         return None
@@ -227,8 +240,9 @@ def _grade_math(text: str, gold: str, quick: bool) -> tuple[Verdict, str]:
 def _compare_with_math_verify(answer: str, answer_latex: str, gold: str) -> Verdict:
     gold_parsed = _parse_gold(gold)
     assert gold_parsed is not None, "an ungradable gold is answered before any comparison"
+    mv = _math_verify()
     try:
-        predicted = parse(answer_latex, parsing_timeout=None, raise_on_error=True)
+        predicted = mv.parse(answer_latex, parsing_timeout=None, raise_on_error=True)
     except Exception as exc:
         logger.debug("answer %r graded wrong: math-verify raised %s", answer, _describe(exc))
         return Verdict.WRONG
@@ -241,7 +255,7 @@ def _compare_with_math_verify(answer: str, answer_latex: str, gold: str) -> Verd
     for gold_item in gold_parsed:
         for predicted_item in predicted:
             try:
-                if verify(gold_item, predicted_item, timeout_seconds=None, raise_on_error=True):
+                if mv.verify(gold_item, predicted_item, timeout_seconds=None, raise_on_error=True):
                     return Verdict.CORRECT
             except Exception as exc:
                 logger.debug(
