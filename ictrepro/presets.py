@@ -311,6 +311,30 @@ def _tiny_lock(
     return Preset(name, _lock_prepare(), train, eval_spec, seeds, methods, plan)
 
 
+#: The rates the screen chose, each rule's validated rate (docs/plans/tiny-lock.md, part 2;
+#: ``python studies/lock/select_lr.py``): 2e-4 for all five, so every rule here trains at
+#: GRPO's rate too (the paper's protocol); the mechanism control takes ICT's.
+LOCK_SELECTED_LR = {m: LOCK_LR_GRID["2e-4"] for m in (*LOCK_SCREENED, "ict-nochoice")}
+#: The confirmatory seeds: fresh, none of the screen's (0 and 1), as many as the plan's
+#: design (part 2, section 6).
+LOCK_SEEDS = (2, 3, 4, 5, 6)
+LOCK_PLAN = "docs/plans/tiny-lock.md"
+
+
+def _lock_confirmatory() -> Preset:
+    """``tiny-lock``: the plan's confirmatory run on the test suites, each rule at its
+    selected rate; ``grpo-lr4`` at a quarter of GRPO's (its ``lr_scale``)."""
+    return _tiny_lock(
+        "tiny-lock",
+        LOCK_EVAL_SUITES,
+        LOCK_SEEDS,
+        LOCK_METHODS,
+        lr=LOCK_SELECTED_LR["grpo"],
+        method_lr={**LOCK_SELECTED_LR, "grpo-lr4": LOCK_SELECTED_LR["grpo"]},
+        plan=LOCK_PLAN,
+    )
+
+
 def _lock_screen(label: str) -> Preset:
     return _tiny_lock(
         f"tiny-lock-screen-{label}", (LOCK_VAL_SUITE,), (0, 1), LOCK_SCREENED, LOCK_LR_GRID[label]
@@ -498,6 +522,7 @@ _PRESETS: dict[str, Callable[[], Preset]] = {
     "tiny-fork-tally0-lr10": lambda: _at_lr_scale(
         _PRESETS["tiny-fork-tally0"](), "tiny-fork-tally0-lr10", STABLE_LR_SCALE
     ),
+    "tiny-lock": _lock_confirmatory,
     **{
         f"tiny-lock-screen-{label}": (lambda label=label: _lock_screen(label))
         for label in LOCK_LR_GRID

@@ -272,7 +272,12 @@ def reproduce(
         times["train_s"] = time.perf_counter() - t
         t = time.perf_counter()
         header("eval")
-        evaluate_run(plan.run_dir, show_progress=show_progress, console=console)
+        evaluate_run(
+            plan.run_dir,
+            benchmarks=list(plan.benchmarks),
+            show_progress=show_progress,
+            console=console,
+        )
         times["eval_s"] = time.perf_counter() - t
     else:
         t = time.perf_counter()
@@ -284,7 +289,10 @@ def reproduce(
         done += len(plan.train_runs)
         # Training and evaluation overlap here, so one figure covers both.
         times["train_eval_s"] = time.perf_counter() - t
-        evaluate_run(plan.run_dir, show_progress=False, console=console)  # all current: the table
+        # All current: the table.
+        evaluate_run(
+            plan.run_dir, benchmarks=list(plan.benchmarks), show_progress=False, console=console
+        )
     done += 1
 
     if report:
@@ -333,7 +341,7 @@ def _train_and_evaluate_in_workers(
         for method, seed in plan.train_runs:
             args = (plan.preset, method, seed, plan.run_dir, module)
             submit("train", ModelId(method, seed), _train_task, *args)
-        submit("eval", BASE, _eval_task, plan.run_dir, BASE)
+        submit("eval", BASE, _eval_task, plan.run_dir, BASE, plan.benchmarks)
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -352,7 +360,7 @@ def _train_and_evaluate_in_workers(
                 console.print(f"{kind} {model}: [green]done[/] ({seconds:.0f} s)")
                 advance()
                 if kind == "train":
-                    submit("eval", model, _eval_task, plan.run_dir, model)
+                    submit("eval", model, _eval_task, plan.run_dir, model, plan.benchmarks)
 
 
 def _launch(command: list[str], log_path: Path, console: Console) -> None:
@@ -422,13 +430,21 @@ def _train_task(
     return time.perf_counter() - start
 
 
-def _eval_task(run_dir: Path, model: ModelId, log: Path) -> float:
-    """Worker task: evaluate one model on every suite (grading in process); wall time."""
+def _eval_task(run_dir: Path, model: ModelId, benchmarks: Sequence[str], log: Path) -> float:
+    """Worker task: evaluate one model on the preset's benchmarks (grading in process);
+    wall time."""
     from ictrepro.stages.eval import evaluate_run  # transformers: as above
 
     start = time.perf_counter()
     with _output_to(log) as console:
-        evaluate_run(run_dir, models=[model], workers=0, show_progress=False, console=console)
+        evaluate_run(
+            run_dir,
+            benchmarks=list(benchmarks),
+            models=[model],
+            workers=0,
+            show_progress=False,
+            console=console,
+        )
     return time.perf_counter() - start
 
 
