@@ -116,6 +116,22 @@ def test_parallel_jobs_train_and_evaluate_in_worker_processes(reproduced, tmp_pa
         assert len(list((run_dir / "eval" / model).glob("*.score.json"))) == 7
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_only_the_presets_benchmarks_are_evaluated(reproduced, tmp_path, jobs):
+    """A preset may evaluate fewer suites than its world was prepared with (the lock
+    world's screen reads only validation): the reproduction evaluates the preset's."""
+    import dataclasses
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(reproduced[0], run_dir, ignore=shutil.ignore_patterns("eval", "report"))
+    plan = make_plan("tiny-smoke", run_dir, methods=("grpo", "ict"), seeds=(0,))
+    plan = dataclasses.replace(plan, benchmarks=("tiny-gsm8k",))
+    reproduce(plan, jobs=jobs, show_progress=False)
+    for model in ("base", "grpo-seed0", "ict-seed0"):
+        scores = [p.name for p in (run_dir / "eval" / model).glob("*.score.json")]
+        assert scores == ["tiny-gsm8k.score.json"]
+
+
 def test_dry_run_prints_the_plan():
     result = CliRunner().invoke(app, ["reproduce", "--preset", "tiny", "--dry-run"])
     assert result.exit_code == 0

@@ -183,6 +183,8 @@ def pin_run(
         "numerics": numerics_provenance(),
         "training_jobs": jobs,
         "times_s": dict(reproduction.get("times_s", {})),
+        # The analysis plan the run was bound to (its path, sha256 and commit), if any.
+        **({"plan": reproduction["plan"]} if reproduction.get("plan") else {}),
         "command": f"ictrepro reproduce --preset {preset} --jobs {jobs}",
     }
     out = Path(results_dir) / preset
