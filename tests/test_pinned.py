@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from ictrepro.cli import app
 from ictrepro.evaluate.passk import mean_pass_at_k
-from ictrepro.results.findings import WORLDS, findings_table
+from ictrepro.results.findings import WORLDS, confirmatory_table, findings_table
 from ictrepro.results.pinned import (
     ResultsError,
     check_results,
@@ -58,6 +58,7 @@ def test_check_reads_results_of_the_current_directory(results, monkeypatch):
 @pytest.mark.parametrize(
     ("preset", "records"),
     [
+        ("tiny-lock", 36 * 2),  # base + 7 arms x 5 seeds, 2 test suites
         ("tiny", 31 * 7),  # base + 6 methods (the positive control too) x 5 seeds, 7 suites
         ("tiny-fork", 31 * 3),  # base + 6 methods (the positive control too) x 5 seeds, 3 subsets
         ("tiny-fork0", 31 * 3),
@@ -413,6 +414,10 @@ def test_findings_page_shows_the_pinned_reports_verdicts():
     page = (RESULTS_DIR.parent / "docs" / "findings.md").read_text(encoding="utf-8")
     quoted = page.split("<!-- findings:begin -->\n")[1].split("<!-- findings:end -->")[0]
     assert quoted == findings_table(RESULTS_DIR)
+    planned = page.split("<!-- confirmatory:begin -->\n")[1].split("<!-- confirmatory:end -->")[0]
+    assert planned == confirmatory_table(RESULTS_DIR)
+    # The family (primary, three secondary), the mechanism and the positive control.
+    assert planned.count("\n") == 2 + 6
     # Four claims and the positive control per world; the tally controls (at either
     # learning rate) trained no 20-Entropy or STAPO, so they have two claims.
     claims = {world: 3 if world.startswith("tiny-fork-tally0") else 5 for world in WORLDS}

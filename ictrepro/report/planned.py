@@ -144,7 +144,7 @@ def planned_analysis(
         dropped = None
         if share is not None and share < plan.min_acted_share:
             dropped = (
-                f"{b}'s mask left tokens out at {share:.0%} of its steps, under the plan's "
+                f"its mask left tokens out at {share:.1%} of its steps, under the plan's "
                 f"{plan.min_acted_share:.0%}: it trained as GRPO did"
             )
         d = diff(a, b)

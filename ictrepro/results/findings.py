@@ -1,8 +1,10 @@
-"""What the pinned results answer: every pinned world's verdicts per claim in one table.
+"""What the pinned results answer: the confirmatory analysis of the world with a plan,
+then every pinned world's verdicts per claim in one table.
 
-The rows are read from the verdict table ("Verdicts per claim") of each
-``results/<preset>/report.md``, the report of the reproduction that was pinned, so the
-table holds the pinned reports' own numbers and nothing else. docs/findings.md shows it
+The rows are read from the pinned reports (``results/<preset>/report.md``, the report of
+the reproduction that was pinned): the "Confirmatory analysis" of ``tiny-lock`` and each
+world's "Verdicts per claim", so the tables hold the pinned reports' own numbers and
+nothing else. docs/findings.md shows it
 (``python -m ictrepro.results.findings``), and ``tests/test_pinned.py`` checks that the
 two agree, so the page cannot drift from the pins.
 """
@@ -15,6 +17,7 @@ from ictrepro.results.pinned import RESULTS_DIR, ResultsError
 
 #: The pinned worlds, in the order docs/findings.md discusses them.
 WORLDS = (
+    "tiny-lock",
     "tiny",
     "tiny-fork",
     "tiny-fork0",
@@ -25,22 +28,25 @@ WORLDS = (
     "tiny-fork-tally0-lr10",
 )
 HEADING = "## Verdicts per claim"
+#: The world whose plan fixed its analysis before its run, and that analysis's section.
+CONFIRMATORY_WORLD = "tiny-lock"
+CONFIRMATORY_HEADING = "## Confirmatory analysis"
 #: The report's columns this table keeps (it leaves out the seeds projection).
 COLUMNS = ("claim", "difference [95% interval]", "detectable (80%)", "verdict")
 
 
-def verdict_rows(report: Path) -> list[dict[str, str]]:
-    """The rows of the first table under :data:`HEADING` in ``report``, as column -> cell."""
+def verdict_rows(report: Path, heading: str = HEADING) -> list[dict[str, str]]:
+    """The rows of the first table under ``heading`` in ``report``, as column -> cell."""
     if not report.is_file():
         raise ResultsError(
             f"{report}: missing; pin a reproduction of that world (ictrepro check --pin RUN)"
         )
     lines = report.read_text(encoding="utf-8").splitlines()
     try:
-        start = next(i for i, line in enumerate(lines) if line.startswith(HEADING))
+        start = next(i for i, line in enumerate(lines) if line.startswith(heading))
     except StopIteration:
         raise ResultsError(
-            f"{report}: no '{HEADING}' section; re-pin it from a report of this version"
+            f"{report}: no '{heading}' section; re-pin it from a report of this version"
         ) from None
     table = []
     for line in lines[start + 1 :]:
@@ -51,8 +57,10 @@ def verdict_rows(report: Path) -> list[dict[str, str]]:
         elif table:
             break
     if len(table) < 3:
-        raise ResultsError(f"{report}: the '{HEADING}' section has no table of claims")
+        raise ResultsError(f"{report}: the '{heading}' section has no table")
     header, rows = table[0], table[2:]
+    if heading != HEADING:
+        return [dict(zip(header, row, strict=True)) for row in rows]
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise ResultsError(f"{report}: the table of claims lacks the columns {missing}")
@@ -71,5 +79,16 @@ def findings_table(results_dir: Path = RESULTS_DIR, worlds: tuple[str, ...] = WO
     return "\n".join(out) + "\n"
 
 
+def confirmatory_table(results_dir: Path = RESULTS_DIR, world: str = CONFIRMATORY_WORLD) -> str:
+    """The pinned confirmatory analysis of ``world``, as its report gives it."""
+    rows = verdict_rows(Path(results_dir) / world / "report.md", CONFIRMATORY_HEADING)
+    header = list(rows[0])
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    out += ["| " + " | ".join(row[c] for c in header) + " |" for row in rows]
+    return "\n".join(out) + "\n"
+
+
 if __name__ == "__main__":
+    print(confirmatory_table(), end="")
+    print()
     print(findings_table(), end="")

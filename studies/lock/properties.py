@@ -70,8 +70,9 @@ def main() -> None:
                 if r.get("fork_selected_fraction") is not None
             ]
             selected.append(np.mean(late))
-            first.append(np.mean([r["fork_minority_fraction"] for r in rows[:10]]))
-            last.append(np.mean([r["fork_minority_fraction"] for r in rows[-10:]]))
+            down = [r["fork_minority_fraction"] for r in rows]
+            first.append(np.mean([d for d in down[:10] if d is not None]))
+            last.append(np.mean([d for d in down[-10:] if d is not None]))
         print(
             f"| {method} | {PERCENT * np.mean(selected):.1f}% ({PERCENT * min(selected):.0f}-"
             f"{PERCENT * max(selected):.0f}%) | {PERCENT * np.mean(first):.1f}% -> "
