@@ -296,6 +296,7 @@ def _tiny_lock(
     world serves the confirmatory preset ``tiny-lock`` (test suites) and the learning-rate
     screen ``tiny-lock-screen-<lr>`` (the validation suite)."""
     sampling = SamplingParams(n=16, temperature=1.0, top_p=1.0, max_new_tokens=LOCK_MAX_NEW_TOKENS)
+    # The tally world's 100 steps (docs/tiny-world.md), probed every 10.
     rl = RLSpec(
         steps=100,
         lr=lr,
@@ -304,8 +305,9 @@ def _tiny_lock(
         probe_every=10,
         log_js=True,
     )
-    nochoice = {"warmup_steps": 3}
-    warmup = {"ict": nochoice, "random": nochoice, "ict-nochoice": nochoice}
+    # The fork worlds' 3 dense warm-up steps for every sparse rule of ICT's size.
+    three = {"warmup_steps": 3}
+    warmup = {"ict": three, "random": three, "ict-nochoice": three}
     train = TrainPreset(rl=rl, method_args=warmup, method_lr=method_lr or {})
     eval_spec = EvalSpec(benchmarks=benchmarks, sampling=sampling, ks=(1, 4))
     return Preset(name, _lock_prepare(), train, eval_spec, seeds, methods, plan)
@@ -316,7 +318,7 @@ def _tiny_lock(
 #: GRPO's rate too (the paper's protocol); the mechanism control takes ICT's.
 LOCK_SELECTED_LR = {m: LOCK_LR_GRID["2e-4"] for m in (*LOCK_SCREENED, "ict-nochoice")}
 #: The confirmatory seeds: fresh, none of the screen's (0 and 1), as many as the plan's
-#: design (part 2, section 6).
+#: design (part 2, section 9).
 LOCK_SEEDS = (2, 3, 4, 5, 6)
 LOCK_PLAN = "docs/plans/tiny-lock.md"
 

@@ -74,7 +74,7 @@ def test_every_preset_holds_each_stages_config(name):
         assert SMOKE_EVAL.sampling == dataclasses.replace(TINY_EVAL.sampling, n=4)
 
 
-@pytest.mark.parametrize("name", ["tiny", "tiny-fork", "tiny-fork0", "tiny-fork-rare"])
+@pytest.mark.parametrize("name", ["tiny", "tiny-fork", "tiny-fork0", "tiny-fork-rare", "tiny-lock"])
 def test_pinned_prepare_configs_are_the_presets(name):
     """Moving the presets must not change what `prepare` builds: the pinned results record
     the hash of the prepare config they were made with (`compare` refuses another)."""
