@@ -97,6 +97,8 @@ def test_every_selection_rule_names_its_devices(batch, rule):
         logprob=stats.logprob,
         entropy=stats.entropy,
         js=stats.js,
+        # A choice token per response (the second), as the fork worlds mark it.
+        choice=batch["mask"] & (torch.arange(batch["mask"].shape[1]) == 1)[None, :],
         step=100,  # past every warm-up
         generator=torch.Generator().manual_seed(0),
     )
