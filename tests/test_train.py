@@ -727,7 +727,7 @@ def test_cli_unknown_method_lists_the_valid_ones(run_dir):
     result = CliRunner().invoke(app, ["train", "--method", "nope", "--run", str(run_dir)])
     assert result.exit_code == 2
     assert (
-        "unknown token-selection method 'nope'; valid: entropy, grpo, grpo-lr4, ict, random, stapo"
+        "unknown token-selection method 'nope'; valid: entropy, grpo, grpo-lr4, ict, ict-nochoice, random, stapo"
         in " ".join(result.output.split())
     )
 

@@ -37,8 +37,8 @@ def record_selections(out: Path) -> None:
     """Wrap ``GRPOTrainer.select`` to append each step's selected positions to ``out``."""
     select = GRPOTrainer.select
 
-    def recording(self, batch, advantages, stats, step):
-        mask = select(self, batch, advantages, stats, step)
+    def recording(self, batch, advantages, stats, step, choice=None):
+        mask = select(self, batch, advantages, stats, step, choice)
         first_row = self.accelerator.process_index * mask.shape[0]
         positions = [[first_row + b, t] for b, t in mask.nonzero().tolist()]
         path = out / f"selected-rank{self.accelerator.process_index}.jsonl"
