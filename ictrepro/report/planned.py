@@ -4,7 +4,8 @@ comparisons, each with a p-value and Holm's step-down adjustment.
 A preset that names a plan (``Preset.plan``, a file under ``docs/plans/``) gets this
 analysis in its report. The family is the plan's: the primary comparison and the
 secondary ones are tested together with Holm's correction (family-wise error 5%); the
-mechanism comparison is reported with its own interval, outside the family. A rule whose
+mechanism comparison and the positive control are reported with their own intervals,
+outside the family. A rule whose
 mask acted at fewer than ``min_acted_share`` of its steps is dropped from the family
 before any p-value is looked at, with the reason: it trained as GRPO did, so a
 comparison with it would repeat ICT − GRPO. Everything else in the report is exploratory.
