@@ -846,3 +846,41 @@ def test_a_non_finite_step_is_decided_on_every_process_together():
     assert any_process(accelerator([1.0]), False)  # another process saw it
     assert any_process(accelerator([0.0]), True)
     assert not any_process(accelerator([0.0, 0.0]), False)
+
+
+def test_a_rule_that_needs_the_choice_is_refused_where_no_world_marks_one(run_dir):
+    """The mechanism control reads each response's choice token; the tiny-smoke world's
+    suites mark none, so training it there stops before any step, saying why."""
+    result = CliRunner().invoke(
+        app, ["train", "--method", "ict-nochoice", "--preset", "tiny-smoke", "--run", str(run_dir)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "needs the choice token of each response" in " ".join(result.output.split())
+
+
+def test_the_world_of_the_problems_marks_the_fork():
+    """``world_of``: a fork-world prompt set marks each response's fork as its choice; any
+    other marks nothing and logs nothing of its own."""
+    from types import SimpleNamespace
+
+    from ictrepro.data.records import Problem
+    from ictrepro.data.suites import generate_suite
+    from ictrepro.models.tokenizer import train_tokenizer
+    from ictrepro.stages.prepare import tokenizer_corpus
+    from ictrepro.train.worlds import ForkWorld, World, world_of
+
+    lock = generate_suite("tiny-lock-mix", seed=0, n_train=40, n_test=0)["train"]
+    tokenizer = train_tokenizer(tokenizer_corpus(lock), vocab_size=600)
+    plain = [Problem("p", "What is 1 + 1?", "2", meta={"family": "gsm8k"})]
+    assert type(world_of(plain, tokenizer)) is World and not world_of(plain, tokenizer).marks_choice
+    world = world_of(lock[:2], tokenizer)
+    assert isinstance(world, ForkWorld) and world.marks_choice
+    texts = [p.solution for p in lock[:2]]
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    completions = [[SimpleNamespace(token_ids=i, text=t)] for i, t in zip(ids, texts, strict=True)]
+    T = max(map(len, ids))
+    response = torch.tensor([[t < len(i) for t in range(T)] for i in ids])
+    seen = world.step(lock[:2], completions, response)
+    # The fork (the direction's word) is each response's second token.
+    assert seen.choice.tolist() == [[t == 1 for t in range(T)]] * 2
+    assert World().step(plain, [[]], response[:1]).choice is None

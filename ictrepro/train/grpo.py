@@ -84,8 +84,8 @@ from ictrepro.train.distributed import (
     prepare_reference,
     reshard,
 )
-from ictrepro.train.forks import choice_mask, fork_metrics, fork_positions
 from ictrepro.train.metrics import MetricsLog, MetricSums, selection_metrics
+from ictrepro.train.worlds import world_of
 from ictrepro.verify import GradeRequest, Verdict
 
 #: Tokens a prompt may take in the vLLM engine's context (``infra.vllm.max_model_len=0``).
@@ -357,9 +357,9 @@ class GRPOTrainer:
         )
         self.schedule = PromptSchedule(len(self.problems), self.rl.prompts_per_step, config.seed)
         self.with_js = "js" in self.rule.needs or self.rl.log_js
-        # The fork world's prompts: log where each rule acts relative to the fork.
-        self.fork_world = any(p.meta.get("family", "").startswith("fork") for p in problems)
-        if "choice" in self.rule.needs and not self.fork_world:
+        # The world's choice tokens for the rules, and its own metrics (train/worlds.py).
+        self.world = world_of(problems, self.tokenizer)
+        if "choice" in self.rule.needs and not self.world.marks_choice:
             raise ConfigError(
                 f"method {config.method!r} needs the choice token of each response, which "
                 "only the fork worlds mark (tiny-fork*, tiny-lock*); this run's prompts have none"
@@ -422,19 +422,9 @@ class GRPOTrainer:
         # with the trainer's where those are its statistics' temperature and no top-p.
         comparable = self.temperature == self.rl.temperature and self.rl.top_p == 1.0
         gap = logprob_gap(completions, batch, stats.logprob) if comparable else MetricSums()
-        forks = None
-        if self.fork_world:
-            rows = [
-                (c.token_ids, c.text, problem.meta.get("response_prefix", ""))
-                for problem, group in zip(problems, completions, strict=True)
-                for c in group
-            ]
-            forks = fork_positions(rows, self.tokenizer)
-        choice = None if forks is None else choice_mask(forks, batch.response_mask)
-        mask = self.select(batch, advantages, stats, step, choice)
-        fork_sums = MetricSums()
-        if forks is not None:
-            fork_sums = fork_metrics(forks, stats, mask, batch.response_mask)
+        seen = self.world.step(problems, completions, batch.response_mask)
+        mask = self.select(batch, advantages, stats, step, seen.choice)
+        world_sums = seen.metrics(stats, mask, batch.response_mask)
         t3 = time.perf_counter()
 
         # Skipped on every process alike: a step has a signal if any process's groups do.
@@ -461,7 +451,7 @@ class GRPOTrainer:
             probe,
             reward_sums,
             selection_metrics(stats, mask, batch.response_mask),
-            fork_sums,
+            world_sums,
             update_sums,
             batch_metrics(batch),
             gap,
