@@ -48,6 +48,9 @@ from ictrepro.data.word_arithmetic import TASK as WORD_ARITHMETIC
 from ictrepro.errors import ConfigError
 from ictrepro.rollout.params import SamplingParams
 
+#: The repository checkout this package runs from: where a preset's plan (``Preset.plan``)
+#: lies; an installed package has no plans beside it.
+CHECKOUT = Path(__file__).resolve().parents[1]
 #: The methods of the paper's comparison and the paper's random-10% control.
 DEFAULT_METHODS = ("grpo", "entropy", "stapo", "ict", "random")
 #: ... and the positive control (GRPO at a quarter of the learning rate).

@@ -18,6 +18,7 @@ wins (lower position in a sequence; in batch scope, row-major order).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import inspect
@@ -367,18 +368,14 @@ def ict_without_choice(
 ) -> Tensor:
     """Mechanism control: ICT's mask with each choice token ranked last, so the next-ranked token takes its place.
 
-    It differs from ICT only where ICT selects the choice: the same number of tokens,
-    ranked by the same group JS, the choice token kept only when every token is selected.
+    It differs from ICT only where ICT selects the choice: ICT itself, on the same group JS
+    with each choice token set below every other (JS lies in [0, ln 2]; padding is -inf),
+    so the choice token is kept only when every token is selected.
     """
-    _check_scope(scope)
-    _check_warmup(warmup_steps)
-    _check_fraction("rho", rho)
-    if inputs.step < warmup_steps:
-        return inputs.response_mask.clone()
     js = inputs.require("js", "ict-nochoice")
     choice = inputs.require("choice", "ict-nochoice")
-    # Below every JS (which lies in [0, ln 2]) and above the padding's -inf.
-    return top_fraction_mask(js.masked_fill(choice, -1.0), inputs.response_mask, rho, scope)
+    ranked_last = dataclasses.replace(inputs, js=js.masked_fill(choice, -1.0))
+    return ict(ranked_last, rho=rho, scope=scope, warmup_steps=warmup_steps)
 
 
 @register_selection("random", label="Random-10%")

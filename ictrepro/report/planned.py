@@ -13,7 +13,6 @@ comparison with it would repeat ICT − GRPO. Everything else in the report is e
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 from scipy import stats
 
 from ictrepro.evaluate.paired import PairedDifference, detectable_difference
+from ictrepro.io import sha256_file
 from ictrepro.report.comparisons import MIN_ACTED_SHARE, Comparison, MaskActivity, compare
 
 #: The family-wise error rate of the confirmatory family.
@@ -117,10 +117,6 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def file_sha256(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-
-
 def planned_analysis(
     plan: AnalysisPlan,
     cells: Mapping,
@@ -167,4 +163,5 @@ def planned_analysis(
     if found is not None and plan.positive_benchmark in found.benchmarks:
         d = found.per_benchmark["p1"][found.benchmarks.index(plan.positive_benchmark)]
     tests.append(PlannedTest(a, b, "positive control", d, None if d is None else p_value(d)))
-    return PlannedAnalysis(plan, file_sha256(root / plan.path), tuple(tests))
+    file = root / plan.path
+    return PlannedAnalysis(plan, sha256_file(file) if file.is_file() else None, tuple(tests))

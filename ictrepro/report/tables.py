@@ -16,7 +16,7 @@ from typing import Any
 
 from ictrepro.data.benchmarks import BENCHMARKS, PAPER_BENCHMARKS
 from ictrepro.data.suites import ALL_EVAL_SUITES, LETTERS, SUITES
-from ictrepro.presets import get_preset, preset_names
+from ictrepro.presets import CHECKOUT, get_preset, preset_names
 from ictrepro.report.aggregate import METRICS, Average, Cell, score_average, score_cell
 from ictrepro.report.comparisons import (
     Claim,
@@ -206,8 +206,7 @@ def _planned(presets, cells, seeds, activity) -> PlannedAnalysis | None:
     plan = get_preset(presets[0]).plan
     if plan is None:
         return None
-    root = Path(__file__).resolve().parents[2]
-    return planned_analysis(AnalysisPlan(plan), cells, seeds, activity, root)
+    return planned_analysis(AnalysisPlan(plan), cells, seeds, activity, CHECKOUT)
 
 
 def chance_levels(benchmarks: Sequence[str]) -> dict[str, float]:

@@ -35,8 +35,11 @@ CONFIRMATORY_HEADING = "## Confirmatory analysis"
 COLUMNS = ("claim", "difference [95% interval]", "detectable (80%)", "verdict")
 
 
-def verdict_rows(report: Path, heading: str = HEADING) -> list[dict[str, str]]:
-    """The rows of the first table under ``heading`` in ``report``, as column -> cell."""
+def verdict_rows(
+    report: Path, heading: str = HEADING, required: tuple[str, ...] = COLUMNS
+) -> list[dict[str, str]]:
+    """The rows of the first table under ``heading`` in ``report``, as column -> cell; the
+    table must have the ``required`` columns."""
     if not report.is_file():
         raise ResultsError(
             f"{report}: missing; pin a reproduction of that world (ictrepro check --pin RUN)"
@@ -59,11 +62,9 @@ def verdict_rows(report: Path, heading: str = HEADING) -> list[dict[str, str]]:
     if len(table) < 3:
         raise ResultsError(f"{report}: the '{heading}' section has no table")
     header, rows = table[0], table[2:]
-    if heading != HEADING:
-        return [dict(zip(header, row, strict=True)) for row in rows]
-    missing = [c for c in COLUMNS if c not in header]
+    missing = [c for c in required if c not in header]
     if missing:
-        raise ResultsError(f"{report}: the table of claims lacks the columns {missing}")
+        raise ResultsError(f"{report}: the table under '{heading}' lacks the columns {missing}")
     return [dict(zip(header, row, strict=True)) for row in rows]
 
 
@@ -81,7 +82,7 @@ def findings_table(results_dir: Path = RESULTS_DIR, worlds: tuple[str, ...] = WO
 
 def confirmatory_table(results_dir: Path = RESULTS_DIR, world: str = CONFIRMATORY_WORLD) -> str:
     """The pinned confirmatory analysis of ``world``, as its report gives it."""
-    rows = verdict_rows(Path(results_dir) / world / "report.md", CONFIRMATORY_HEADING)
+    rows = verdict_rows(Path(results_dir) / world / "report.md", CONFIRMATORY_HEADING, ())
     header = list(rows[0])
     out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
     out += ["| " + " | ".join(row[c] for c in header) + " |" for row in rows]

@@ -22,7 +22,6 @@ model, one engine at a time. Without a GPU such a preset is refused unless force
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import multiprocessing
 import os
@@ -41,8 +40,8 @@ from rich.console import Console
 from ictrepro.config import PretrainedPrepareConfig
 from ictrepro.data.benchmarks import BENCHMARKS
 from ictrepro.errors import ConfigError, IctreproError
-from ictrepro.io import atomic_write_json
-from ictrepro.presets import get_preset, prepare_preset, train_preset
+from ictrepro.io import atomic_write_json, sha256_file
+from ictrepro.presets import CHECKOUT, get_preset, prepare_preset, train_preset
 from ictrepro.progress import progress_bar
 from ictrepro.rundir import BASE, ModelId, RunDir
 from ictrepro.stages.launch import LaunchPlan, Machine, NoAcceleratorError, plan_launch
@@ -456,11 +455,11 @@ def record_plan(preset: str, run_dir: Path) -> dict[str, Any] | None:
     path = get_preset(preset).plan
     if path is None:
         return None
-    root = Path(__file__).resolve().parents[2]
+    root = CHECKOUT
     file = root / path
     if not file.is_file():  # an installed package without the repository's docs
         return {"path": path, "sha256": None, "commit": None, "found": False}
-    sha = hashlib.sha256(file.read_bytes()).hexdigest()
+    sha = sha256_file(file)
     git = subprocess.run(
         ["git", "-C", str(root), "log", "-1", "--format=%H", "--", path],
         capture_output=True,
