@@ -78,7 +78,14 @@ def main() -> None:
     parser.add_argument("--seeds", default="3,5,8")
     parser.add_argument("--problems", default="64,128,256")
     parser.add_argument("--samples", default="4,16")
+    parser.add_argument(
+        "--family",
+        type=int,
+        default=1,
+        help="Comparisons in a Holm family: the level is Holm's first (5%% / FAMILY).",
+    )
     args = parser.parse_args()
+    level = 1 - 0.05 / args.family
 
     rows = read_scores(args.scores)
     benches, _, _, c = paired_components(rows, args.a, args.b, args.k)
@@ -92,11 +99,11 @@ def main() -> None:
         f"the rest: {pts**2 * c.interaction:.1f})"
     )
     var, df = variance_of_mean(c, S=c.S, J=c.J, n=c.n)
-    own = detectable(c, S=c.S, J=c.J, n=c.n)
+    own = detectable(c, S=c.S, J=c.J, n=c.n, confidence=level)
     print(f"the run's own design: se {pts * var**0.5:.2f} points, df {df:.1f}, "
           f"detectable at 80% power {pts * own:.2f} points")  # fmt: skip
-    floor = detectable_unlimited_seeds(c)
-    needed = seeds_to_resolve(c, args.target / pts)
+    floor = detectable_unlimited_seeds(c, confidence=level)
+    needed = seeds_to_resolve(c, args.target / pts, confidence=level)
     if needed is not None:
         verdict = f"{needed} seeds resolve {args.target:g} points"
     elif floor > args.target / pts:
@@ -104,6 +111,7 @@ def main() -> None:
     else:
         verdict = f"more than {MAX_SEEDS} seeds needed for {args.target:g} points"
     print(f"at these problems and samples: {verdict}; unlimited seeds: {pts * floor:.2f} points")
+    print(f"(80% power at the two-sided level {level:.4f}: 5% over a family of {args.family})")
     print()
     print(
         f"| seeds | problems per benchmark | samples per problem | detectable (80%), points | resolves {args.target:g}? |"
@@ -112,7 +120,7 @@ def main() -> None:
     for S in (int(x) for x in args.seeds.split(",")):
         for J in (int(x) for x in args.problems.split(",")):
             for m in (int(x) for x in args.samples.split(",")):
-                d = pts * detectable(c, S=S, J=J, n=m)
+                d = pts * detectable(c, S=S, J=J, n=m, confidence=level)
                 print(f"| {S} | {J} | {m} | {d:.2f} | {'yes' if d <= args.target else 'no'} |")
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ictrepro.evaluate.paired import PairedDifference
+from ictrepro.evaluate.paired import PairedDifference, detectable_difference
 from ictrepro.report.aggregate import Cell
 from ictrepro.report.comparisons import MaskActivity
 from ictrepro.report.planned import AnalysisPlan, PlannedTest, holm, p_value, planned_analysis
@@ -101,6 +101,23 @@ def test_a_rule_that_never_acted_leaves_the_family_and_holm_runs_over_the_rest(t
         by["ict", "ict-nochoice"].role == "mechanism" and by["ict", "ict-nochoice"].p_holm is None
     )
     assert analysis.plan_sha256 is None  # no plan file under tmp_path
+
+
+def test_a_rule_the_run_left_out_leaves_the_family_with_its_reason(tmp_path):
+    effects = {"ict": 0.1, "grpo": 0.0, "entropy": 0.1, "random": 0.0,
+               "ict-nochoice": 0.05, "grpo-lr4": 0.0}  # fmt: skip
+    cells, seeds = _cells(effects)
+    analysis = planned_analysis(AnalysisPlan("docs/plans/none.md"), cells, seeds, [], tmp_path)
+    by = {(t.a, t.b): t for t in analysis.tests}
+    assert "not run" in by["ict", "stapo"].dropped
+    assert by["ict", "stapo"].verdict == "not a comparison" and by["ict", "stapo"].p is None
+    live = [t for t in analysis.tests if t.role in ("primary", "secondary") and not t.dropped]
+    assert [(t.a, t.b) for t in live] == [("ict", "grpo"), ("ict", "entropy"), ("ict", "random")]
+    assert [t.p_holm for t in live] == pytest.approx(holm([t.p for t in live]))
+    # Holm's first level is 5% over the three left: the detectable figure uses it.
+    primary = by["ict", "grpo"]
+    expected = detectable_difference(primary.diff.se, primary.diff.df, confidence=1 - 0.05 / 3)
+    assert primary.detectable_holm == pytest.approx(expected)
 
 
 def test_a_run_is_bound_to_its_plan_and_refuses_a_changed_one(tmp_path, monkeypatch):

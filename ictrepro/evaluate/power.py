@@ -175,17 +175,19 @@ def detectable(
     return detectable_difference(math.sqrt(var), df, confidence=confidence, power=power)
 
 
-def detectable_unlimited_seeds(c: Components) -> float:
+def detectable_unlimited_seeds(c: Components, *, confidence: float = CONFIDENCE) -> float:
     """The difference the design of ``c`` (its problems and samples) resolves with 80%
     power as the number of seeds grows without bound: the seed and residual terms vanish
     and the problem term, which only more problems divide, is left."""
-    return detectable(c, S=_UNLIMITED, J=c.J, n=c.n)
+    return detectable(c, S=_UNLIMITED, J=c.J, n=c.n, confidence=confidence)
 
 
-def seeds_to_resolve(c: Components, target: float, *, max_seeds: int = MAX_SEEDS) -> int | None:
+def seeds_to_resolve(
+    c: Components, target: float, *, max_seeds: int = MAX_SEEDS, confidence: float = CONFIDENCE
+) -> int | None:
     """The fewest training seeds with which the design of ``c`` (its benchmarks, problems
     and samples per problem) resolves a true difference of ``target`` (a fraction) with 80%
-    power; None when more than ``max_seeds`` would be needed.
+    power at the two-sided ``confidence``; None when more than ``max_seeds`` would be needed.
 
     Needs components estimated from at least 2 seeds: with one the seed variance, which
     more seeds divide, is unknown (a ``ValueError``).
@@ -194,10 +196,10 @@ def seeds_to_resolve(c: Components, target: float, *, max_seeds: int = MAX_SEEDS
         raise ValueError(f"the seed variance needs at least 2 seeds, these components have {c.S}")
     if target <= 0:
         raise ValueError(f"target must be > 0, got {target!r}")
-    if detectable_unlimited_seeds(c) > target:
+    if detectable_unlimited_seeds(c, confidence=confidence) > target:
         return None
     # The detectable difference falls with S: fewer variance and more degrees of freedom.
     for S in range(2, max_seeds + 1):
-        if detectable(c, S=S, J=c.J, n=c.n) <= target:
+        if detectable(c, S=S, J=c.J, n=c.n, confidence=confidence) <= target:
             return S
     return None

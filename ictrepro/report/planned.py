@@ -8,7 +8,8 @@ mechanism comparison and the positive control are reported with their own interv
 outside the family. A rule whose
 mask acted at fewer than ``min_acted_share`` of its steps is dropped from the family
 before any p-value is looked at, with the reason: it trained as GRPO did, so a
-comparison with it would repeat ICT − GRPO. Everything else in the report is exploratory.
+comparison with it would repeat ICT − GRPO; so does a rule the run left out (a plan may
+leave out a rule an earlier run found idle). Everything else in the report is exploratory.
 """
 
 from __future__ import annotations
@@ -139,7 +140,9 @@ def planned_analysis(
         role = "primary" if i == 0 else "secondary"
         share = acted.get(b)
         dropped = None
-        if share is not None and share < plan.min_acted_share:
+        if a in cells and b not in cells:
+            dropped = "it was not run in this reproduction (its plan says why)"
+        elif share is not None and share < plan.min_acted_share:
             dropped = (
                 f"its mask left tokens out at {share:.1%} of its steps, under the plan's "
                 f"{plan.min_acted_share:.0%}: it trained as GRPO did"
