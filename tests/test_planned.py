@@ -148,3 +148,42 @@ def test_a_run_is_bound_to_its_plan_and_refuses_a_changed_one(tmp_path, monkeypa
     # A preset without a plan binds nothing.
     monkeypatch.setattr(reproduce, "get_preset", presets.get_preset)
     assert reproduce.record_plan("tiny-smoke", tmp_path / "other") is None
+
+
+def test_a_planned_reproduction_prepares_into_an_empty_folder_and_then_binds_its_plan(
+    tmp_path, monkeypatch
+):
+    """Prepare refuses a folder it did not make, so the plan is checked before prepare and
+    written only after it."""
+    import dataclasses
+    from pathlib import Path
+
+    from ictrepro import presets
+    from ictrepro.stages import prepare as prepare_stage
+    from ictrepro.stages import reproduce
+
+    root = Path(reproduce.__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").is_file():
+        pytest.skip("the plan is not beside this installation")
+    bound = dataclasses.replace(presets.get_preset("tiny-smoke"), plan="pyproject.toml")
+    monkeypatch.setattr(reproduce, "get_preset", lambda name: bound)
+    run_dir = tmp_path / "run"
+    seen = []
+
+    class Prepared(Exception):
+        pass
+
+    def fake_prepare(config, out, **kwargs):
+        seen.append(sorted(p.name for p in Path(out).iterdir()) if Path(out).exists() else [])
+        Path(out).mkdir(parents=True, exist_ok=True)
+
+    def stop(*args, **kwargs):
+        raise Prepared
+
+    monkeypatch.setattr(prepare_stage, "prepare", fake_prepare)
+    monkeypatch.setattr(reproduce, "_train_and_evaluate_in_workers", stop)
+    plan = reproduce.make_plan("tiny-smoke", run_dir, methods=["grpo"], seeds=[0])
+    with pytest.raises(Prepared):
+        reproduce.reproduce(plan, jobs=2, show_progress=False)
+    assert seen == [[]]  # prepare found nothing of the plan's in its folder
+    assert (run_dir / "plan.json").is_file()

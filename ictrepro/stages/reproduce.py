@@ -225,9 +225,12 @@ def reproduce(
         console.rule(f"[bold][{done}/{total}] {text}")
 
     start = time.perf_counter()
-    analysis_plan = record_plan(plan.preset, plan.run_dir)
+    # Refuse a changed or uncommitted plan before any work; bind the run to it once
+    # prepare has made the folder (prepare writes only into a folder of its own).
+    record_plan(plan.preset, plan.run_dir, write=False)
     header("prepare")
     prepare(plan.prepare_config(), plan.run_dir, show_progress=show_progress, console=console)
+    analysis_plan = record_plan(plan.preset, plan.run_dir)
     times["prepare_s"] = time.perf_counter() - start
     done += 1
 
@@ -447,11 +450,11 @@ def _eval_task(run_dir: Path, model: ModelId, benchmarks: Sequence[str], log: Pa
     return time.perf_counter() - start
 
 
-def record_plan(preset: str, run_dir: Path) -> dict[str, Any] | None:
+def record_plan(preset: str, run_dir: Path, *, write: bool = True) -> dict[str, Any] | None:
     """The analysis plan a preset's run is bound to (``Preset.plan``): its path, sha256 and
-    the commit that last changed it, written to ``RUN/plan.json`` when the run starts. A run
-    resumed under a changed plan is refused: its confirmatory verdicts would no longer be
-    the ones fixed before it began."""
+    the commit that last changed it, written to ``RUN/plan.json`` the first time (unless
+    ``write`` is false: then only checked). A run resumed under a changed plan is refused:
+    its confirmatory verdicts would no longer be the ones fixed before it began."""
     path = get_preset(preset).plan
     if path is None:
         return None
@@ -496,8 +499,9 @@ def record_plan(preset: str, run_dir: Path) -> dict[str, Any] | None:
             "that the run can name the commit that fixed it"
         )
     record["recorded_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    Path(run_dir).mkdir(parents=True, exist_ok=True)
-    atomic_write_json(target, record)
+    if write:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        atomic_write_json(target, record)
     return record
 
 
