@@ -23,6 +23,7 @@ from ictrepro.determinism import pin_environment
 from ictrepro.errors import ConfigError, IctreproError
 from ictrepro.presets import prepare_preset, train_preset
 from ictrepro.results.pinned import RESULTS_DIR, check_results, pin_run
+from ictrepro.results.worlds import ship_world
 from ictrepro.stages.check import rerun_check
 from ictrepro.stages.reproduce import DEFAULT_JOBS, make_plan
 from ictrepro.stages.reproduce import reproduce as run_reproduce
@@ -82,6 +83,12 @@ SKIP_HELP = (
 )
 
 
+WARM_START_HELP = (
+    "Train a CPU world's base model from scratch (minutes) instead of using the one shipped "
+    "in results/worlds/<world>/ with the pinned results; says whether it came out the same."
+)
+
+
 @app.command()
 def prepare(
     preset: str = typer.Option("tiny", help="Named preset: tiny, tiny-smoke, paper-0.5b, ..."),
@@ -98,6 +105,7 @@ def prepare(
         "--force",
         help="Redo everything, even if the outputs are current or were made by another config.",
     ),
+    warm_start: bool = typer.Option(False, "--warm-start", help=WARM_START_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
 ) -> None:
     """Build a preset's data and base model into a run directory: the tiny world's own
@@ -114,7 +122,14 @@ def prepare(
         skip_benchmarks=_csv(skip_benchmarks),
     )
     run_dir = out or Path("runs") / f"{preset}-seed{seed}"
-    run_prepare(config, run_dir, force=force, show_progress=not quiet, console=Console(quiet=quiet))
+    run_prepare(
+        config,
+        run_dir,
+        force=force,
+        show_progress=not quiet,
+        console=Console(quiet=quiet),
+        warm_start=warm_start or None,
+    )
 
 
 @app.command()
@@ -218,6 +233,11 @@ def check(
     work_dir: Path = typer.Option(
         None, "--work-dir", help="Where --rerun runs (default: runs/check-<preset>)."
     ),
+    warm_start: bool = typer.Option(
+        False,
+        "--warm-start",
+        help="With --rerun: " + WARM_START_HELP[0].lower() + WARM_START_HELP[1:],
+    ),
 ) -> None:
     """Verify results/: the sha256 manifest and the schema of every result file.
 
@@ -228,6 +248,9 @@ def check(
     if pin is not None:
         out = pin_run(pin, preset, results_dir=root, jobs=jobs)
         console.print(f"check: pinned {pin} as {out} and rewrote the manifest")
+        shipped = ship_world(pin, root)
+        if shipped is not None:
+            console.print(f"check: its world's base model ships in {shipped}")
         preset = preset or out.name
     preset = preset or "tiny"
     problems = check_results(root)
@@ -238,7 +261,9 @@ def check(
     console.print(f"[green]check: {root} is intact[/] (manifest and schemas)")
     if rerun:
         target = work_dir or Path("runs") / f"check-{preset}"
-        outcome = rerun_check(preset, target, results_dir=root, show_progress=True)
+        outcome = rerun_check(
+            preset, target, results_dir=root, show_progress=True, warm_start=warm_start or None
+        )
         for line in outcome.lines():
             console.print(Text(line), soft_wrap=True)
         for problem in outcome.problems:
@@ -280,6 +305,7 @@ def compare(
         "--out, with its base model's evaluation where up to date, instead of preparing and "
         "evaluating again (default: runs/<preset>, where reproduce writes).",
     ),
+    warm_start: bool = typer.Option(False, "--warm-start", help=WARM_START_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
 ) -> None:
     """Train and evaluate a new selection rule against the stored baselines.
@@ -302,6 +328,7 @@ def compare(
         jobs=jobs,
         rerun_baselines=rerun_baselines,
         world=world,
+        warm_start=warm_start or None,
         show_progress=not quiet,
         console=Console(quiet=quiet),
     )
@@ -344,6 +371,7 @@ def reproduce(
         "--force-cpu",
         help="Run a paper-* preset on a machine without a GPU anyway (float32, in-process).",
     ),
+    warm_start: bool = typer.Option(False, "--warm-start", help=WARM_START_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars or tables."),
 ) -> None:
     """Run every stage of a preset end to end, resuming where it stopped.
@@ -382,7 +410,13 @@ def reproduce(
         for line in plan.describe():
             console.print(line, highlight=False)
         return
-    run_reproduce(plan, jobs=jobs, show_progress=not quiet, console=Console(quiet=quiet))
+    run_reproduce(
+        plan,
+        jobs=jobs,
+        show_progress=not quiet,
+        console=Console(quiet=quiet),
+        warm_start=warm_start or None,
+    )
 
 
 def _csv(value: str | None) -> list[str] | None:

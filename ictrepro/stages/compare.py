@@ -208,6 +208,7 @@ def compare(
     results_dir: Path = RESULTS_DIR,
     rerun_baselines: bool = False,
     world: Path | None = None,
+    warm_start: bool | None = None,
     show_progress: bool = True,
     console: Console | None = None,
 ) -> Any:
@@ -216,7 +217,10 @@ def compare(
     or refused (module docstring). ``world``: a run directory whose prepared world is
     copied into an empty ``run_dir`` when it is the pinned one (default: ``runs/<preset>``,
     where ``ictrepro reproduce`` writes), so the world is not prepared twice. ``seeds``:
-    default those of the pinned baselines, so every comparison is paired over all of them."""
+    default those of the pinned baselines, so every comparison is paired over all of them.
+    The base model is the world's shipped one where it ships (``results_dir/worlds/``);
+    ``warm_start`` True trains it here instead, which on a machine of other numerics
+    builds another world than the baselines'."""
     console = console or Console(quiet=not show_progress)
     results_dir = Path(results_dir)
     provenance = load_provenance(preset, results_dir)
@@ -230,7 +234,14 @@ def compare(
         source, run_dir, preset, results_dir
     ):
         console.print(f"compare: the pinned world prepared in {source} is reused")
-    prepare(prepare_preset(preset), run_dir, show_progress=show_progress, console=console)
+    prepare(
+        prepare_preset(preset),
+        run_dir,
+        show_progress=show_progress,
+        console=console,
+        warm_start=warm_start,
+        results_dir=results_dir,
+    )
     mismatch, information = world_mismatch(run_dir, preset, results_dir)
     for line in information:
         console.print(f"compare: note: {line}")

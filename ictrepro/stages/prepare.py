@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from rich.console import Console
 from rich.table import Table
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ictrepro.config import PrepareConfig, PretrainedPrepareConfig
 from ictrepro.data.prompts import render_prompt, user_message
@@ -36,10 +37,18 @@ from ictrepro.data.records import Problem
 from ictrepro.data.suites import bare_solution, generate_suite, with_varied_lead
 from ictrepro.errors import ConfigError
 from ictrepro.evaluate.score import SuiteScore, grade_responses, score_verdicts
-from ictrepro.io import atomic_directory, atomic_write_json, atomic_write_jsonl, hash_outputs
+from ictrepro.io import (
+    atomic_directory,
+    atomic_write_json,
+    atomic_write_jsonl,
+    hash_outputs,
+    read_jsonl,
+)
 from ictrepro.models.build import build_model, count_parameters
 from ictrepro.models.tokenizer import train_tokenizer
 from ictrepro.progress import progress_bar
+from ictrepro.results.pinned import RESULTS_DIR
+from ictrepro.results.worlds import copy_shipped, shipped_world, weights_match, world_dir
 from ictrepro.rollout.hf import hf_generate
 from ictrepro.rundir import RunDir, StageRecord, data_file, decide, load_record, write_record
 from ictrepro.stages.prepare_pretrained import prepare_pretrained
@@ -132,7 +141,7 @@ def with_direct_answers(problems: list[Problem], fraction: float, *, seed: int) 
     return out
 
 
-def warm_start(
+def warm_start_model(
     model: torch.nn.Module,
     tokenizer: Any,
     data: dict[str, list[Problem]],
@@ -236,8 +245,15 @@ def prepare(
     force: bool = False,
     show_progress: bool = True,
     console: Console | None = None,
+    warm_start: bool | None = None,
+    results_dir: Path = RESULTS_DIR,
 ) -> PrepareResult:
-    """Build (or confirm up to date) the run directory of ``config``; see module docstring."""
+    """Build (or confirm up to date) the run directory of ``config``; see module docstring.
+
+    The base model of a CPU world: the shipped one (``results_dir/worlds/<world>/``,
+    :mod:`ictrepro.results.worlds`, hash-checked) when there is one, else the warm start.
+    ``warm_start`` True trains it even so (and says whether it came out as the shipped
+    one); False refuses to train it (a world whose pinned baselines need that model)."""
     if isinstance(config, PretrainedPrepareConfig):
         skipped, record = prepare_pretrained(
             config, run_dir, force=force, show_progress=show_progress, console=console
@@ -250,6 +266,13 @@ def prepare(
     if state == "current":
         console.print(f"[green]prepare: {run_dir} is up to date[/] (config {config_sha[:12]})")
         return PrepareResult(run_dir, True, load_record(run_dir, STAGE) or {})
+    shipped = shipped_world(config.preset, config_sha, results_dir)
+    if shipped is None and warm_start is False:
+        raise ConfigError(
+            f"world {config.preset!r} has no shipped base model in "
+            f"{world_dir(config.preset, results_dir)}: run in a checkout of ictrepro (or name "
+            "its results/ folder), or train the base model with --warm-start"
+        )
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -265,23 +288,36 @@ def prepare(
     timings["data_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    tokenizer = train_tokenizer(
-        tokenizer_corpus(tokenizer_problems(config, data)), vocab_size=config.model.vocab_size
-    )
-    model = build_model(config.model, tokenizer, seed=config.seed)
-    timings["tokenizer_s"] = time.perf_counter() - t
+    from_shipped = shipped is not None and not warm_start
+    if from_shipped:
+        copy_shipped(shipped, run_dir)
+        model = AutoModelForCausalLM.from_pretrained(RunDir(run_dir).base_model)
+        tokenizer = AutoTokenizer.from_pretrained(RunDir(run_dir).base_model)
+        sft_log = read_jsonl(RunDir(run_dir).sft_log)
+    else:
+        tokenizer = train_tokenizer(
+            tokenizer_corpus(tokenizer_problems(config, data)), vocab_size=config.model.vocab_size
+        )
+        model = build_model(config.model, tokenizer, seed=config.seed)
     console.print(
         f"prepare: {len(data['sft'])} SFT solutions, {len(data['rl_train'])} RL prompts, "
         f"vocabulary {len(tokenizer)}, model {count_parameters(model) / 1e6:.2f}M parameters"
     )
-
-    t = time.perf_counter()
-    sft_log = warm_start(model, tokenizer, data, config, show_progress=show_progress)
+    if from_shipped:
+        console.print(f"prepare: the base model is the shipped one ({shipped}; hash-checked)")
+    else:
+        sft_log = warm_start_model(model, tokenizer, data, config, show_progress=show_progress)
+        with atomic_directory(RunDir(run_dir).base_model) as tmp:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+        atomic_write_jsonl(RunDir(run_dir).sft_log, sft_log)
+        if shipped is not None:
+            same = weights_match(shipped, RunDir(run_dir).base_model)
+            console.print(
+                f"prepare: the warm start built {'the' if same else 'ANOTHER'} base model "
+                f"{'as' if same else 'than'} the shipped one ({shipped})"
+            )
     timings["sft_s"] = time.perf_counter() - t
-    with atomic_directory(RunDir(run_dir).base_model) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    atomic_write_jsonl(RunDir(run_dir).sft_log, sft_log)
 
     t = time.perf_counter()
     tests = {name.removeprefix("test/"): v for name, v in data.items() if name.startswith("test/")}
@@ -304,6 +340,7 @@ def prepare(
     timings["total_s"] = time.perf_counter() - start
 
     info = {
+        "base_model_from": str(shipped) if from_shipped else "warm start",
         "timings": timings,
         "parameters": count_parameters(model),
         "vocab_size": len(tokenizer),

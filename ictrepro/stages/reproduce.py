@@ -202,11 +202,14 @@ def reproduce(
     console: Console | None = None,
     method_module: Path | None = None,
     report: bool = True,
+    warm_start: bool | None = None,
 ) -> dict[str, Any]:
     """Run every stage of ``plan``; returns the wall time of each stage (seconds).
 
     ``method_module``: a user's file registering a method of the plan (loaded here and by
-    every training process). ``report=False`` stops after the evaluation.
+    every training process). ``report=False`` stops after the evaluation. ``warm_start``:
+    how a CPU world's base model is made (``prepare``'s: None, the shipped one where
+    there is one; True, trained from scratch; False, the shipped one or an error).
     """
     # torch, transformers: see the note under DEFAULT_JOBS
     from ictrepro.stages.eval import evaluate_run
@@ -229,7 +232,13 @@ def reproduce(
     # prepare has made the folder (prepare writes only into a folder of its own).
     record_plan(plan.preset, plan.run_dir, write=False)
     header("prepare")
-    prepare(plan.prepare_config(), plan.run_dir, show_progress=show_progress, console=console)
+    prepare(
+        plan.prepare_config(),
+        plan.run_dir,
+        show_progress=show_progress,
+        console=console,
+        warm_start=warm_start,
+    )
     analysis_plan = record_plan(plan.preset, plan.run_dir)
     times["prepare_s"] = time.perf_counter() - start
     done += 1
