@@ -30,6 +30,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 from ictrepro.config import PrepareConfig, PretrainedPrepareConfig
 from ictrepro.data.prompts import render_prompt, user_message
@@ -291,6 +292,7 @@ def prepare(
     from_shipped = shipped is not None and not warm_start
     if from_shipped:
         copy_shipped(shipped, run_dir)
+        hf_logging.disable_progress_bar()  # a loading bar per file would break the display
         model = AutoModelForCausalLM.from_pretrained(RunDir(run_dir).base_model)
         tokenizer = AutoTokenizer.from_pretrained(RunDir(run_dir).base_model)
         sft_log = read_jsonl(RunDir(run_dir).sft_log)
