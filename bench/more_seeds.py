@@ -11,7 +11,8 @@ paired difference A - B on the pinned seeds, on the new seeds and on all of them
 with its 80%-power figure; the figure the pinned seeds' variance components projected for
 all the seeds; each seed's average for A and B; and, for the seeds RUN trained, each
 seed's average P@4 beside its last probe reward (the training problems), correlated. Not a
-test: it only prints; docs/power.md and docs/tiny-world.md quote it.
+test: it only prints; docs/power.md, docs/regression.md and docs/worlds/fork.md quote
+it.
 """
 
 from __future__ import annotations

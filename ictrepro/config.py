@@ -54,12 +54,12 @@ class DataSpec:
     #: Worked solutions per eval suite for the SFT warm start (its "pretraining").
     n_sft: int = 800
     #: Extra SFT solutions for suites the base model finds hardest (a mixture weight,
-    #: chosen when calibrating: see docs/tiny-world.md). ``((suite, extra), ...)``.
+    #: chosen when calibrating: see docs/worlds/tiny.md, "Suites"). ``((suite, extra), ...)``.
     sft_extra: tuple[tuple[str, int], ...] = (("tiny-gsm8k", 400), ("tiny-aime25", 400))
     n_rl_train: int = 2000
     #: Share of the second warm-start phase's solutions written as the bare answer
     #: (``The answer is \\boxed{X}.``) instead of worked steps, drawn per solution from the
-    #: seed (``sft.direct_steps``; docs/tiny-world.md, "Two ways to answer").
+    #: seed (``sft.direct_steps``; docs/worlds/tiny.md, "Two ways to answer").
     direct_fraction: float = 0.0
     #: Text every RL and evaluation prompt ends with, after the assistant's turn opens, so
     #: each response continues it (``meta.response_prefix``; the warm start's solutions are
@@ -69,7 +69,7 @@ class DataSpec:
     #: Chance that each word of a warm-start solution's answer lead (``The answer is``) is
     #: written as a word drawn from ``WORDING_VARIANTS`` instead, per word, from the seed:
     #: free wording the verifier ignores, with rare variants in it, which is what STAPO's
-    #: rule silences (docs/tiny-world.md, "Rare wording"). 0: every lead as written.
+    #: rule silences (docs/worlds/fork.md, "Rare wording"). 0: every lead as written.
     wording_noise: float = 0.0
 
 
@@ -86,7 +86,7 @@ class SFTSpec:
     #: A second phase of this many steps (learning rate ``direct_lr``) on the same problems
     #: with ``data.direct_fraction`` of the solutions as bare answers: the base model then
     #: answers directly part of the time, which a model this small mostly gets wrong, so
-    #: RL has a choice of strategy to learn (docs/tiny-world.md). 0: no second phase.
+    #: RL has a choice of strategy to learn (docs/worlds/tiny.md). 0: no second phase.
     direct_steps: int = 0
     direct_lr: float = 1e-3
     #: Torch threads of the warm start. The bits depend on it, so it is part of the config

@@ -107,7 +107,7 @@ def _tiny() -> Preset:
     # The warm start: 2,000 steps on worked solutions (the model learns to copy the numbers
     # and do the arithmetic; at 600 steps it could not), then 200 steps on the same
     # problems with 30% of them answered bare, so that the base model answers directly
-    # about a third of the time (docs/tiny-world.md, "Two ways to answer").
+    # about a third of the time (docs/worlds/tiny.md, "Two ways to answer").
     prepare = PrepareConfig(
         preset="tiny",
         calibration=CalibrationSpec(sampling=TINY_EVAL.sampling),
@@ -163,7 +163,7 @@ FORK_EVAL = EvalSpec(
 
 #: ``tiny-fork-rare``: each answer-lead word of a warm-start solution is one of the 8
 #: ``WORDING_VARIANTS`` with this chance, so each variant is written about once in 800
-#: leads, a probability under STAPO's tau_p (docs/tiny-world.md, "Rare wording").
+#: leads, a probability under STAPO's tau_p (docs/worlds/fork.md, "Rare wording").
 FORK_RARE_WORDING = 0.01
 
 
@@ -197,14 +197,14 @@ _TALLY = _ForkWorld(
 def _tiny_fork(
     name: str, preamble: bool, wording_noise: float = 0.0, world: _ForkWorld = _DIAL
 ) -> Preset:
-    """The fork world (docs/tiny-world.md, "The fork world"): a dial turned up or down
+    """The fork world (docs/worlds/fork.md, "The fork world"): a dial turned up or down
     whose fork lies after a preamble of random length (``tiny-fork``), or, in the control
     ``tiny-fork0``, after the same preamble written into every prompt, so that every
     response of a group reaches the fork with the same context (group JS 0 there). Both
     prepare the same base model from the same data. ``tiny-fork-rare`` is ``tiny-fork``
     whose warm start varies its answer leads' wording (``wording_noise``), so that correct
     responses hold rare tokens for STAPO's rule. ``world=_TALLY``: the tally world
-    (``tiny-fork-tally``, control ``tiny-fork-tally0``; docs/tiny-world.md, "The tally
+    (``tiny-fork-tally``, control ``tiny-fork-tally0``; docs/worlds/fork.md, "The tally
     world"), whose responses count their steps and stay in step with their group.
     Evaluated per subset (problems only turning up, either way, or only turning down
     solves within the budget); the paper's five seeds."""
@@ -227,7 +227,7 @@ def _tiny_fork(
     )
     # Group JS for every method (not only ICT's), so the fork_* metrics compare rules.
     # 100 steps: GRPO's probe reward (seed 0) rose from 52% to 63% over 100 steps and was
-    # within noise of its start after 20 (docs/tiny-world.md, "RL in the fork world").
+    # within noise of its start after 20 (docs/history.md, "RL in the fork world").
     rl = RLSpec(
         steps=100,
         max_new_tokens=budget,
@@ -245,7 +245,7 @@ def _tiny_fork(
 #: training breaks down in four of five seeds of ``tiny-fork-tally`` and two of its control;
 #: at a tenth of it ICT and the random mask trained stably in every seed of both. The
 #: presets at this rate compare every rule where each trains stably, at one learning rate
-#: for all as the paper does (docs/tiny-world.md, "Every rule at a tenth of the learning
+#: for all as the paper does (docs/worlds/fork.md, "Every rule at a tenth of the learning
 #: rate").
 STABLE_LR_SCALE = 0.1
 
@@ -299,7 +299,7 @@ def _tiny_lock(
     world serves the confirmatory preset ``tiny-lock`` (test suites) and the learning-rate
     screen ``tiny-lock-screen-<lr>`` (the validation suite)."""
     sampling = SamplingParams(n=16, temperature=1.0, top_p=1.0, max_new_tokens=LOCK_MAX_NEW_TOKENS)
-    # The tally world's 100 steps (docs/tiny-world.md), probed every 10.
+    # The tally world's 100 steps (docs/worlds/fork.md), probed every 10.
     rl = RLSpec(
         steps=100,
         lr=lr,
@@ -357,6 +357,25 @@ def _lock_replication() -> Preset:
         seeds=LOCK_REPLICATION_SEEDS,
         methods=tuple(m for m in LOCK_METHODS if m != "stapo"),
         plan=LOCK_REPLICATION_PLAN,
+    )
+
+
+#: The README's first command: the primary comparison of the replication on its first
+#: seeds, the design that resolves the most of ICT − GRPO in 10 minutes on 2 cores
+#: (docs/power.md, "The quick design"; ``python studies/lock/quick_design.py``). Exploratory:
+#: no plan binds it, and its report prints the difference it resolves.
+LOCK_QUICK_SEEDS = LOCK_REPLICATION_SEEDS[:5]
+
+
+def _lock_quick() -> Preset:
+    """``tiny-lock-quick``: GRPO and ICT in the lock world on the replication's first seeds;
+    every run is one of the pinned replication's, so its counts are those pinned there."""
+    return dataclasses.replace(
+        _lock_replication(),
+        name="tiny-lock-quick",
+        seeds=LOCK_QUICK_SEEDS,
+        methods=("grpo", "ict"),
+        plan=None,
     )
 
 
@@ -549,6 +568,7 @@ _PRESETS: dict[str, Callable[[], Preset]] = {
     ),
     "tiny-lock": _lock_confirmatory,
     "tiny-lock-replication": _lock_replication,
+    "tiny-lock-quick": _lock_quick,
     **{
         f"tiny-lock-screen-{label}": (lambda label=label: _lock_screen(label))
         for label in LOCK_LR_GRID

@@ -181,7 +181,7 @@ def test_js_ceiling_ignores_a_rows_own_uncertainty(G, own):
 
 
 def test_js_ceiling_of_a_group_of_eight_is_the_documented_value():
-    assert js_ceiling(8) == pytest.approx(0.4969, abs=5e-5)  # docs/tiny-world.md
+    assert js_ceiling(8) == pytest.approx(0.4969, abs=5e-5)  # docs/worlds/fork.md
 
 
 def test_statistics_carry_no_gradient_and_sampled_logprobs_does():
@@ -439,7 +439,7 @@ def test_sampled_logprobs_from_hidden_equals_the_logits_path():
 
 def _unary_group(fork_depends_on_preamble: bool) -> tuple[Tensor, Tensor]:
     """Logits ``[8, T, 6]`` of a group whose walks are written in unary, and its response
-    mask (docs/tiny-world.md, "Why ICT never selects the fork"). Tokens: 0/1 a preamble,
+    mask (docs/worlds/fork.md, "Why ICT never selects the fork"). Tokens: 0/1 a preamble,
     2/3 the fork (up/down), 4 a step, 5 the end. Position 0: every row even over the
     preambles (one context). Position 1: the fork, even over up/down, or, where it depends
     on the preamble, 0.8/0.2 after preamble 0 and 0.2/0.8 after preamble 1. Then steps,

@@ -21,7 +21,7 @@ of the paper's GSM8K + MATH training data.
 
 The fork world's suites (``tiny-fork-*``: a dial turned up or down, one suite per subset
 of problems and a ``-mix`` of RL prompts) are described where they are generated, below,
-and in docs/tiny-world.md.
+and in docs/worlds/fork.md.
 """
 
 from __future__ import annotations
@@ -159,8 +159,9 @@ def option_letter(value: int) -> str:
     """The letter every tiny multiple-choice option sits at: fixed by its value's last digit.
 
     Digits 0, 4, 8 -> A; 1, 5, 9 -> B; 2, 6 -> C; 3, 7 -> D. A model of this scale computes
-    the value but cannot find it in a list of options (docs/tiny-world.md, "Calibration"),
-    so the letter is a function of the value it has just written.
+    the value but cannot find it in a list of options (docs/history.md, "The multiple-choice
+    designs that measured nothing"), so the letter is a function of the value it has just
+    written.
     """
     return LETTERS[value % 10 % 4]
 
@@ -300,7 +301,7 @@ def gen_aime25(rng: random.Random) -> Generated:
 
 # ----------------------------------------------------------------------- the fork world
 #
-# A walk with two strategies (docs/tiny-world.md, "The fork world"): a dial of the digits
+# A walk with two strategies (docs/worlds/fork.md, "The fork world"): a dial of the digits
 # 0-9 shows one digit and must be turned to another in steps of k (1, 3, 7 or 9, each of
 # which reaches every digit). A worked solution turns it up (with k = 3: 3, 6, 9, 2, ...)
 # or down (3, 0, 7, 4, ...), writing each digit it passes, until it reaches the target,
@@ -405,17 +406,17 @@ def _subset_generator(
 
 # ------------------------------------------------------------ the tally world
 #
-# The fork world with a walk whose tokens do not depend on the direction (docs/tiny-world.md,
-# "The tally world"). Group JS compares a response with the group *at the same position*,
-# so in the dial world every digit of a walk that the group's other responses, turning the
-# other way or out of step, do not share sits at JS's ceiling and fills ICT's top 10%
-# before the fork can. Here the prompt states how many steps each way takes, and a worked
-# solution opens with a verb, names the direction and the answer, and counts its steps
-# (``Spin up: \\boxed{8} in 1,2,3.``), so responses that turn either way write the same
-# tokens at the same positions until the shorter count ends. The fork's distribution still
-# differs across the group, because the warm start ties it to the verb the response drew
-# (``TALLY_VERB_UP``), the token before it. The budget separates the subsets as in the dial
-# world.
+# The fork world with a walk whose tokens do not depend on the direction
+# (docs/worlds/fork.md, "The tally world"). Group JS compares a response with the group
+# *at the same position*, so in the dial world every digit of a walk that the group's
+# other responses, turning the other way or out of step, do not share sits at JS's ceiling
+# and fills ICT's top 10% before the fork can. Here the prompt states how many steps each
+# way takes, and a worked solution opens with a verb, names the direction and the answer,
+# and counts its steps (``Spin up: \\boxed{8} in 1,2,3.``), so responses that turn either
+# way write the same tokens at the same positions until the shorter count ends. The fork's
+# distribution still differs across the group, because the warm start ties it to the verb
+# the response drew (``TALLY_VERB_UP``), the token before it. The budget separates the
+# subsets as in the dial world.
 
 #: The dials' names: with the start and the target they make 720 problems, 240 per subset.
 TALLY_DIALS = "ABCDEFGH"
@@ -607,8 +608,8 @@ def fork_gold(problem: Problem) -> str | None:
     """The ``worked`` gold of a fork-world problem (None for any other problem): the answer,
     then the line each direction's walk writes. The answer is the target the prompt states,
     so only the token budget would otherwise make the walk necessary, and RL learns to reach
-    it by a shortcut (``Turn up: 5,2,1,0.``; bench/fork_walks.py counts them); with this gold
-    an answer counts only after a valid walk in the direction it names."""
+    it by a shortcut (``Turn up: 5,2,1,0.``; studies/fork/fork_walks.py counts them); with
+    this gold an answer counts only after a valid walk in the direction it names."""
     if not problem.meta.get("family", "").startswith("fork"):
         return None
     if problem.meta["family"].startswith(("fork-tally", "fork-lock")):

@@ -43,6 +43,7 @@ from ictrepro.errors import ConfigError, IctreproError
 from ictrepro.io import atomic_write_json, sha256_file
 from ictrepro.presets import CHECKOUT, get_preset, prepare_preset, train_preset
 from ictrepro.progress import progress_bar
+from ictrepro.results.worlds import world_dir
 from ictrepro.rundir import BASE, ModelId, RunDir
 from ictrepro.stages.launch import LaunchPlan, Machine, NoAcceleratorError, plan_launch
 
@@ -103,7 +104,13 @@ class Plan:
 
     def _describe_prepare(self, preset: Any) -> list[str]:
         if not isinstance(preset.prepare, PretrainedPrepareConfig):
-            return ["1. prepare: data, tokenizer, warm-started base model, calibration"]
+            world = world_dir(preset.prepare.preset)
+            base = (
+                f"the base model shipped in {world} (hash-checked; --warm-start trains it)"
+                if (world / "world.json").is_file()
+                else "tokenizer and warm-started base model (no shipped one in results/worlds/)"
+            )
+            return [f"1. prepare: data, {base}, calibration"]
         from ictrepro.stages.prepare_pretrained import deviations  # torch: see above
 
         config = self.prepare_config()

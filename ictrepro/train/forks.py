@@ -1,6 +1,6 @@
 """Where a response of the fork world chooses its strategy, and what each rule does there.
 
-The fork world (``ictrepro/data/suites.py``, docs/tiny-world.md) has one decisive token per
+The fork world (``ictrepro/data/suites.py``, docs/worlds/fork.md) has one decisive token per
 response: the word after "Turn" (in the tally world, after one of a few verbs): "up", the
 majority strategy, or "down", the minority one.
 :func:`fork_positions` finds it in each sampled response and :func:`fork_metrics` logs,

@@ -1,10 +1,10 @@
 """What each rule did at the fork in one reproduced fork-world run (``metrics.jsonl``).
 
-    python bench/fork_mechanisms.py runs/tiny-fork-rare [--methods grpo,entropy,...]
+    python studies/fork/fork_mechanisms.py runs/tiny-fork-rare [--methods grpo,entropy,...]
 
 Per method, mean over seeds: the share of fork tokens its mask selected and group JS at the
 fork and elsewhere (after the sparse rules' warm-up), and the share of responses turning
-down (the minority strategy) in the first and last ten steps. ``bench/fork_control.py``
+down (the minority strategy) in the first and last ten steps. ``studies/fork/fork_control.py``
 prints the same beside the control's. Then, per method across its seeds: the lowest and
 highest seed's share of fork tokens selected, the share of its selected tokens (of forked
 responses) more than 3 tokens after the fork, and the training reward over the first and
@@ -17,7 +17,7 @@ import argparse
 import json
 from pathlib import Path
 
-from fork_control import fork_cells  # bench/ is the script's own folder
+from fork_control import fork_cells  # studies/fork/ is the script's own folder
 
 from ictrepro.report.load import load_run
 

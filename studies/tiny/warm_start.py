@@ -1,15 +1,15 @@
 """What a warm start teaches: accuracy of the tiny model after SFT of a given length.
 
-    python bench/warm_start.py OUT_DIR [--steps 2000] [--batch 32] [--lr 3e-3]
-                               [--direct-fraction 0.0] [--threads 1]
+    python studies/tiny/warm_start.py OUT_DIR [--steps 2000] [--batch 32] [--lr 3e-3]
+                                      [--direct-fraction 0.0] [--threads 1]
 
 Builds the tiny preset's data and tokenizer (seed 0), runs the first warm-start phase
 (worked solutions, or with ``--direct-fraction`` that share answered bare from the
 start), saves the model to OUT_DIR, and prints the response loss along the way and, for
 128 RL prompts and each tiny suite's test split, the accuracy of greedy decoding and of
 4 samples at temperature 1 (with the share of bare answers, ``The answer is ...``, and the
-accuracy of each way of answering). Not a test: it only prints. docs/tiny-world.md ("Why
-2,000 steps") quotes it.
+accuracy of each way of answering). Not a test: it only prints. docs/worlds/tiny.md ("Why
+2,000 steps, and why a second phase") quotes it.
 """
 
 from __future__ import annotations

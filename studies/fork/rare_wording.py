@@ -1,13 +1,14 @@
 """What varying the answer leads' wording (``tiny-fork-rare``) did to the fork world's warm
 start: its final loss and the base model's calibration P@1, beside ``tiny-fork``'s.
 
-    python bench/rare_wording.py runs/tiny-fork-rare runs/tiny-fork
+    python studies/fork/rare_wording.py runs/tiny-fork-rare runs/tiny-fork
 
 Reads two prepared runs (``ictrepro prepare --preset tiny-fork-rare`` and ``--preset
 tiny-fork``): the warm start's loss (mean of its last 200 steps, ``sft_log.jsonl``), the
 calibration P@1 per subset (``calibration.json``), how many warm-start solutions carry a
 varied lead, and whether the two tokenizers are the same file (they should be: the
-tokenizer learns the solutions as generated). Prints only; docs/tiny-world.md quotes it.
+tokenizer learns the solutions as generated). Prints only; docs/worlds/fork.md
+("Rare wording") and docs/history.md quote it.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """ICT and the random mask at a tenth of the learning rate, as rules for ``--method-module``.
 
-    ictrepro compare --method ict-lr10 --method-module bench/sparse_lr10_rules.py \
+    ictrepro compare --method ict-lr10 --method-module studies/fork/sparse_lr10_rules.py \
         --preset tiny-fork --world runs/tiny-fork --out runs/compare-ict-lr10
     (and --method random-lr10)
 
 With the loss averaged over the selected tokens, a 10% mask gives each selected token about
 ten times GRPO's step; at lr/10 each selected token's step is about GRPO's. Both keep the
-fork world's 3 dense warm-up steps. docs/tiny-world.md quotes what they measured.
+fork world's 3 dense warm-up steps. docs/history.md quotes what they measured.
 """
 
 from ictrepro.algos.selection import get_selection, register_selection

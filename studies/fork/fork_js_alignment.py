@@ -1,6 +1,6 @@
 """Whether ICT's group JS sees the fork: the fork's JS against how many of the group share its position.
 
-    python bench/fork_js_alignment.py MODEL_DIR [--preset tiny-fork] [--problems 48] [--samples 24]
+    python studies/fork/fork_js_alignment.py MODEL_DIR [--preset tiny-fork] [--problems 48] [--samples 24]
 
 Group JS ``u`` (``ictrepro.algos.token_stats``) compares a response's next-token
 distribution with the group's mean *at the same position*. In the fork world the fork

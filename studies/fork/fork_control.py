@@ -1,8 +1,8 @@
 """The fork world against its control: does ICT's advantage over the random mask depend
 on group JS seeing the fork?
 
-    python bench/fork_control.py runs/tiny-fork runs/tiny-fork0 [--methods ict,random,grpo]
-    python bench/fork_control.py runs/tiny-fork-tally runs/tiny-fork-tally0
+    python studies/fork/fork_control.py runs/tiny-fork runs/tiny-fork0 [--methods ict,random,grpo]
+    python studies/fork/fork_control.py runs/tiny-fork-tally runs/tiny-fork-tally0
 
 ``tiny-fork`` puts a preamble of random length before the fork, so the responses of a
 group reach it in different contexts; ``tiny-fork0`` writes one preamble into every

@@ -1,11 +1,11 @@
 """What a fork-world warm start has learnt, token by token: the mean response loss at the
 fork, at each digit of the walk and at the stated answer, and one greedy response.
 
-    python bench/fork_token_loss.py MODEL_DIR [--problems 64]
+    python studies/fork/fork_token_loss.py MODEL_DIR [--problems 64]
 
-MODEL_DIR: a model and tokenizer saved by ``bench/fork_world.py`` or ``RUN/base_model``
+MODEL_DIR: a model and tokenizer saved by ``studies/fork/fork_world.py`` or ``RUN/base_model``
 of a ``tiny-fork`` prepare. ln 10 = 2.303 is a uniform guess over the digits. Not a test:
-it only prints. docs/tiny-world.md ("The fork world") quotes it.
+it only prints. docs/history.md ("The dial's warm start") quotes it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """How often a fork-world policy samples a token STAPO could silence (probability under tau_p).
 
-    python bench/rare_tokens.py MODEL_DIR [MODEL_DIR ...] [--preset tiny-fork] [--problems 48] [--samples 16]
+    python studies/fork/rare_tokens.py MODEL_DIR [MODEL_DIR ...] [--preset tiny-fork] [--problems 48] [--samples 16]
 
 STAPO silences the tokens of rewarded responses whose probability is under ``tau_p``
 (0.002) and whose entropy is low; with none in a batch, its mask is GRPO's. This samples
@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 import torch
-from fork_js_alignment import sample_responses  # bench/ is the script's own folder
+from fork_js_alignment import sample_responses  # studies/fork/ is the script's own folder
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ictrepro.data.prompts import gold_of, render_prompt

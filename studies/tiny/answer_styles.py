@@ -1,10 +1,10 @@
 """How often each evaluated model answers bare, and how often each way of answering is right.
 
-    python bench/answer_styles.py --run RUN [--models base,grpo-seed0,...]
+    python studies/tiny/answer_styles.py --run RUN [--models base,grpo-seed0,...]
 
 Reads ``RUN/eval/<model>/*.samples.jsonl`` (every tiny suite the model was evaluated on)
 and splits the responses into *bare* (starting ``The answer is``, as the warm start's
-second phase teaches: docs/tiny-world.md, "Two ways to answer") and *worked* (anything
+second phase teaches: docs/worlds/tiny.md, "Two ways to answer") and *worked* (anything
 else), with the share of each that the verifier graded correct. Prints a Markdown table.
 """
 

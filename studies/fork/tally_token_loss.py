@@ -1,14 +1,14 @@
 """What a tally-world warm start has learnt: the mean loss at each kind of response token,
 and the probability of turning up after each verb (the fork's dependence on the verb).
 
-    python bench/tally_token_loss.py MODEL_DIR [--problems 128]
+    python studies/fork/tally_token_loss.py MODEL_DIR [--problems 128]
 
-MODEL_DIR: a model and tokenizer saved by ``bench/fork_world.py --preset tiny-fork-tally``
+MODEL_DIR: a model and tokenizer saved by ``studies/fork/fork_world.py --preset tiny-fork-tally``
 or ``RUN/base_model`` of a ``tiny-fork-tally`` prepare. Each warm-start solution is scored
 as the warm start writes it (teacher forcing, 128 RL prompts of seed 7). A verb the warm
 start learnt to tie to the fork shows ``p(up | verb)`` near its ``TALLY_VERB_UP`` value;
 an untied fork shows about 0.5 after every verb. Not a test: it only prints.
-docs/tiny-world.md ("The tally world") quotes it.
+docs/worlds/fork.md ("The tally world") quotes it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Whether the fork world's correct answers come from valid walks.
 
-    python bench/fork_walks.py RUN [--models base,grpo-seed0,...]
+    python studies/fork/fork_walks.py RUN [--models base,grpo-seed0,...]
 
 The fork world's verifier reads only the boxed answer, and the answer (the target digit)
 is stated in the prompt; only the token budget makes a walk necessary. This counts, per

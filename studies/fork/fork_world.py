@@ -1,15 +1,15 @@
 """What the fork world's warm start teaches: per subset, accuracy and the strategy chosen.
 
-    python bench/fork_world.py OUT_DIR [--preset tiny-fork] [--steps 600] [--threads 2]
-                               [--checkpoints 200,400]
+    python studies/fork/fork_world.py OUT_DIR [--preset tiny-fork] [--steps 600]
+                                      [--threads 2] [--checkpoints 200,400]
 
 Builds the preset's data and tokenizer (seed 0), runs its warm start for ``--steps`` steps,
 saves the model to OUT_DIR, and at each checkpoint step prints, for each evaluation suite
 (subset) and for 128 RL prompts, with 4 samples at temperature 1 within the preset's token
 budget: the share answered correctly (the world's worked gold: a valid walk and the
 answer), the share that turned down (the minority direction), and the accuracy of each
-direction. Not a test: it only prints. docs/tiny-world.md ("The fork
-world") quotes it.
+direction. Not a test: it only prints. docs/history.md ("The dial's warm start" and
+"Getting a warm start that learns the tie") quotes it.
 """
 
 from __future__ import annotations
