@@ -91,7 +91,11 @@ WARM_START_HELP = (
 
 @app.command()
 def prepare(
-    preset: str = typer.Option("tiny", help="Named preset: tiny, tiny-smoke, paper-0.5b, ..."),
+    preset: str = typer.Option(
+        "tiny-lock-quick",
+        help="Named preset: tiny-lock-quick (the default instrument), tiny-lock-replication, "
+        'tiny, tiny-smoke, smollm2-135m, paper-0.5b, ... (README, "Presets").',
+    ),
     out: Path = typer.Option(
         None, "--out", help="Run directory to write (default: runs/<preset>-seed<seed>)."
     ),
@@ -282,7 +286,9 @@ def compare(
     method_module: Path = typer.Option(
         None, "--method-module", help="Python file that registers the rule."
     ),
-    preset: str = typer.Option("tiny", help="Preset whose pinned baselines to compare against."),
+    preset: str = typer.Option(
+        "tiny-lock-quick", help="Preset whose pinned baselines to compare against."
+    ),
     seeds: str = typer.Option(
         None, help="Comma-separated training seeds (default: those of the pinned baselines)."
     ),
@@ -336,7 +342,11 @@ def compare(
 
 @app.command()
 def reproduce(
-    preset: str = typer.Option("tiny", help="Named preset: tiny, tiny-smoke, paper-0.5b, ..."),
+    preset: str = typer.Option(
+        "tiny-lock-quick",
+        help="Named preset: tiny-lock-quick (the default instrument), tiny-lock-replication, "
+        'tiny, tiny-smoke, smollm2-135m, paper-0.5b, ... (README, "Presets").',
+    ),
     out: Path = typer.Option(None, "--out", help="Run directory (default: runs/<preset>)."),
     methods: str = typer.Option(
         None,
