@@ -3,6 +3,7 @@
     python bench/prepare_time.py [--preset tiny] [--seed 0] [--repeats 1]
 
 Runs the real command in a fresh process (so imports count) into a temporary directory,
+with ``--warm-start`` (the base model is trained, not taken from results/worlds/),
 then prints one Markdown row per run: total wall time and the stage's own timings of data
 generation, tokenizer + model build, SFT and calibration, plus the calibration table.
 """
@@ -43,6 +44,7 @@ def main() -> None:
                 str(args.seed),
                 "--out",
                 str(out),
+                "--warm-start",
                 "--quiet",
             ]
             start = time.perf_counter()

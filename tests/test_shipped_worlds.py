@@ -120,3 +120,20 @@ def test_the_warm_start_beside_a_shipped_world_says_whether_it_built_the_same(
     )
     assert load_record(run, "prepare")["info"]["base_model_from"] == "warm start"
     assert "built the base model as the shipped one" in capsys.readouterr().out
+
+
+def test_a_warm_start_asked_for_trains_even_beside_a_shipped_world_of_another_config(
+    shipped, tmp_path
+):
+    results, folder = shipped
+    record = json.loads((folder / RECORD).read_text())
+    (folder / RECORD).write_text(json.dumps({**record, "prepare_config_sha256": "0" * 64}))
+    run = tmp_path / "run"
+    prepare(
+        prepare_preset("tiny-smoke", seed=0),
+        run,
+        show_progress=False,
+        warm_start=True,
+        results_dir=results,
+    )
+    assert load_record(run, "prepare")["info"]["base_model_from"] == "warm start"

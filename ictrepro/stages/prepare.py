@@ -36,7 +36,7 @@ from ictrepro.config import PrepareConfig, PretrainedPrepareConfig
 from ictrepro.data.prompts import render_prompt, user_message
 from ictrepro.data.records import Problem
 from ictrepro.data.suites import bare_solution, generate_suite, with_varied_lead
-from ictrepro.errors import ConfigError
+from ictrepro.errors import ConfigError, DataError
 from ictrepro.evaluate.score import SuiteScore, grade_responses, score_verdicts
 from ictrepro.io import (
     atomic_directory,
@@ -267,7 +267,12 @@ def prepare(
     if state == "current":
         console.print(f"[green]prepare: {run_dir} is up to date[/] (config {config_sha[:12]})")
         return PrepareResult(run_dir, True, load_record(run_dir, STAGE) or {})
-    shipped = shipped_world(config.preset, config_sha, results_dir)
+    try:
+        shipped = shipped_world(config.preset, config_sha, results_dir)
+    except DataError:
+        if not warm_start:
+            raise
+        shipped = None  # another config's (or a changed) world: nothing to compare with
     if shipped is None and warm_start is False:
         raise ConfigError(
             f"world {config.preset!r} has no shipped base model in "
@@ -301,10 +306,12 @@ def prepare(
             tokenizer_corpus(tokenizer_problems(config, data)), vocab_size=config.model.vocab_size
         )
         model = build_model(config.model, tokenizer, seed=config.seed)
+    timings["tokenizer_s"] = time.perf_counter() - t  # built, or loaded from the shipped world
     console.print(
         f"prepare: {len(data['sft'])} SFT solutions, {len(data['rl_train'])} RL prompts, "
         f"vocabulary {len(tokenizer)}, model {count_parameters(model) / 1e6:.2f}M parameters"
     )
+    t = time.perf_counter()
     if from_shipped:
         console.print(f"prepare: the base model is the shipped one ({shipped}; hash-checked)")
     else:
