@@ -225,7 +225,7 @@ def check(
     ),
     preset: str = typer.Option(
         None,
-        help="Preset of --rerun (default: tiny, or the run --pin pins); --pin checks the run "
+        help="Preset of --rerun (default: tiny-lock-quick, or the run --pin pins); --pin checks the run "
         "was reproduced as (or prepared for) it.",
     ),
     jobs: int = typer.Option(
@@ -256,7 +256,7 @@ def check(
         if shipped is not None:
             console.print(f"check: its world's base model ships in {shipped}")
         preset = preset or out.name
-    preset = preset or "tiny"
+    preset = preset or "tiny-lock-quick"
     problems = check_results(root)
     for problem in problems:
         err_console.print(f"[red]FAIL[/] {problem}", soft_wrap=True)  # paths stay whole

@@ -364,7 +364,7 @@ def _lock_replication() -> Preset:
 #: seeds, the design that resolves the most of ICT − GRPO in 10 minutes on 2 cores
 #: (docs/power.md, "The quick design"; ``python studies/lock/quick_design.py``). Exploratory:
 #: no plan binds it, and its report prints the difference it resolves.
-LOCK_QUICK_SEEDS = LOCK_REPLICATION_SEEDS[:5]
+LOCK_QUICK_SEEDS = LOCK_REPLICATION_SEEDS[:6]
 
 
 def _lock_quick() -> Preset:

@@ -16,7 +16,12 @@ from typer.testing import CliRunner
 
 from ictrepro.cli import app
 from ictrepro.evaluate.passk import mean_pass_at_k
-from ictrepro.results.findings import WORLDS, confirmatory_table, findings_table
+from ictrepro.results.findings import (
+    CONFIRMATORY_WORLDS,
+    WORLDS,
+    confirmatory_table,
+    findings_table,
+)
 from ictrepro.results.pinned import (
     ResultsError,
     check_results,
@@ -59,6 +64,8 @@ def test_check_reads_results_of_the_current_directory(results, monkeypatch):
     ("preset", "records"),
     [
         ("tiny-lock", 36 * 2),  # base + 7 arms x 5 seeds, 2 test suites
+        ("tiny-lock-replication", 127 * 2),  # base + 6 arms x 21 seeds
+        ("tiny-lock-quick", 13 * 2),  # base + grpo, ict x 6 seeds
         ("tiny", 31 * 7),  # base + 6 methods (the positive control too) x 5 seeds, 7 suites
         ("tiny-fork", 31 * 3),  # base + 6 methods (the positive control too) x 5 seeds, 3 subsets
         ("tiny-fork0", 31 * 3),
@@ -414,13 +421,17 @@ def test_findings_page_shows_the_pinned_reports_verdicts():
     page = (RESULTS_DIR.parent / "docs" / "findings.md").read_text(encoding="utf-8")
     quoted = page.split("<!-- findings:begin -->\n")[1].split("<!-- findings:end -->")[0]
     assert quoted == findings_table(RESULTS_DIR)
-    planned = page.split("<!-- confirmatory:begin -->\n")[1].split("<!-- confirmatory:end -->")[0]
-    assert planned == confirmatory_table(RESULTS_DIR)
+    for world in CONFIRMATORY_WORLDS:
+        begin, end = f"<!-- confirmatory:{world}:begin -->\n", f"<!-- confirmatory:{world}:end -->"
+        planned = page.split(begin)[1].split(end)[0]
+        assert planned == confirmatory_table(RESULTS_DIR, world)
     # The family (primary, three secondary), the mechanism and the positive control.
     assert planned.count("\n") == 2 + 6
     # Four claims and the positive control per world; the tally controls (at either
-    # learning rate) trained no 20-Entropy or STAPO, so they have two claims.
+    # learning rate) trained no 20-Entropy or STAPO, so they have two claims, and the
+    # replication trained no STAPO, so it has three.
     claims = {world: 3 if world.startswith("tiny-fork-tally0") else 5 for world in WORLDS}
+    claims["tiny-lock-replication"] = 4
     for world, count in claims.items():
         assert quoted.count(f"| `{world}` |") == count, world
     assert quoted.count("\n") == 2 + sum(claims.values())
@@ -433,3 +444,14 @@ def test_findings_name_the_report_that_lacks_a_verdict_table(tmp_path):
         findings_table(tmp_path, worlds=("tiny",))
     with pytest.raises(ResultsError, match=r"tiny-fork/report.md: missing"):
         findings_table(tmp_path, worlds=("tiny-fork",))
+
+
+def test_the_quick_instrument_is_a_subset_of_the_pinned_replication():
+    """Every count of tiny-lock-quick is the replication's of the same model: the quick
+    run is the same world, settings and seeds, so its numbers are the pinned ones."""
+    replication = {(r["model"], r["benchmark"]): r for r in read_pinned_scores(
+        "tiny-lock-replication", RESULTS_DIR)}  # fmt: skip
+    quick = read_pinned_scores("tiny-lock-quick", RESULTS_DIR)
+    assert {r["method"] for r in quick} == {"base", "grpo", "ict"}
+    for row in quick:
+        assert row["n_correct"] == replication[row["model"], row["benchmark"]]["n_correct"]

@@ -2,8 +2,8 @@
 then every pinned world's verdicts per claim in one table.
 
 The rows are read from the pinned reports (``results/<preset>/report.md``, the report of
-the reproduction that was pinned): the "Confirmatory analysis" of ``tiny-lock`` and each
-world's "Verdicts per claim", so the tables hold the pinned reports' own numbers and
+the reproduction that was pinned): the "Confirmatory analysis" of each run bound to a
+plan (``tiny-lock-replication``, then ``tiny-lock``) and each world's "Verdicts per claim", so the tables hold the pinned reports' own numbers and
 nothing else. docs/findings.md shows it
 (``python -m ictrepro.results.findings``), and ``tests/test_pinned.py`` checks that the
 two agree, so the page cannot drift from the pins.
@@ -17,6 +17,7 @@ from ictrepro.results.pinned import RESULTS_DIR, ResultsError
 
 #: The pinned worlds, in the order docs/findings.md discusses them.
 WORLDS = (
+    "tiny-lock-replication",
     "tiny-lock",
     "tiny",
     "tiny-fork",
@@ -28,8 +29,9 @@ WORLDS = (
     "tiny-fork-tally0-lr10",
 )
 HEADING = "## Verdicts per claim"
-#: The world whose plan fixed its analysis before its run, and that analysis's section.
-CONFIRMATORY_WORLD = "tiny-lock"
+#: The runs whose plans fixed their analysis before they ran (the decisive one first), and
+#: that analysis's section.
+CONFIRMATORY_WORLDS = ("tiny-lock-replication", "tiny-lock")
 CONFIRMATORY_HEADING = "## Confirmatory analysis"
 #: The report's columns this table keeps (it leaves out the seeds projection).
 COLUMNS = ("claim", "difference [95% interval]", "detectable (80%)", "verdict")
@@ -80,7 +82,7 @@ def findings_table(results_dir: Path = RESULTS_DIR, worlds: tuple[str, ...] = WO
     return "\n".join(out) + "\n"
 
 
-def confirmatory_table(results_dir: Path = RESULTS_DIR, world: str = CONFIRMATORY_WORLD) -> str:
+def confirmatory_table(results_dir: Path = RESULTS_DIR, world: str = CONFIRMATORY_WORLDS[0]) -> str:
     """The pinned confirmatory analysis of ``world``, as its report gives it."""
     rows = verdict_rows(Path(results_dir) / world / "report.md", CONFIRMATORY_HEADING, ())
     header = list(rows[0])
@@ -90,6 +92,8 @@ def confirmatory_table(results_dir: Path = RESULTS_DIR, world: str = CONFIRMATOR
 
 
 if __name__ == "__main__":
-    print(confirmatory_table(), end="")
-    print()
+    for world in CONFIRMATORY_WORLDS:
+        print(f"<!-- confirmatory:{world}:begin -->")
+        print(confirmatory_table(world=world), end="")
+        print(f"<!-- confirmatory:{world}:end -->\n")
     print(findings_table(), end="")

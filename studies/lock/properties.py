@@ -71,12 +71,14 @@ def main() -> None:
             ]
             selected.append(np.mean(late))
             down = [r["fork_minority_fraction"] for r in rows]
-            first.append(np.mean([d for d in down[:10] if d is not None]))
-            last.append(np.mean([d for d in down[-10:] if d is not None]))
+            # A run whose responses stopped reaching the choice (a breakdown) has no share.
+            first += [np.mean(v) for v in [[d for d in down[:10] if d is not None]] if v]
+            last += [np.mean(v) for v in [[d for d in down[-10:] if d is not None]] if v]
         print(
             f"| {method} | {PERCENT * np.mean(selected):.1f}% ({PERCENT * min(selected):.0f}-"
             f"{PERCENT * max(selected):.0f}%) | {PERCENT * np.mean(first):.1f}% -> "
-            f"{PERCENT * np.mean(last):.1f}% |"
+            f"{PERCENT * np.mean(last):.1f}% ({len(last)} of {len(selected)} runs reach the "
+            "choice) |"
         )
 
 
