@@ -16,6 +16,18 @@ from ictrepro.rundir import RunDir, load_record
 from ictrepro.stages.prepare import prepare
 
 
+def _prepare(run, results, **options):
+    return prepare(
+        prepare_preset("tiny-smoke", seed=0), run, show_progress=False, results_dir=results,
+        **options,
+    )  # fmt: skip
+
+
+def _as_if_from_another_config(folder):
+    record = json.loads((folder / RECORD).read_text())
+    (folder / RECORD).write_text(json.dumps({**record, "prepare_config_sha256": "0" * 64}))
+
+
 @pytest.fixture()
 def shipped(smoke_world, tmp_path):
     """A results folder whose worlds/ ships the smoke world's base model."""
@@ -47,7 +59,7 @@ def test_prepare_uses_the_shipped_base_model_and_builds_the_same_world(
 ):
     results, folder = shipped
     run = tmp_path / "run"
-    prepare(prepare_preset("tiny-smoke", seed=0), run, show_progress=False, results_dir=results)
+    _prepare(run, results)
     record = load_record(run, "prepare")
     assert record["info"]["base_model_from"] == str(folder)
     assert record["info"]["timings"]["sft_s"] < 30  # copied, not trained
@@ -62,36 +74,19 @@ def test_a_changed_shipped_file_is_named_and_nothing_is_trained(shipped, tmp_pat
     weights = next((folder / "base_model").glob("*.safetensors"))
     weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
     with pytest.raises(DataError, match=f"{weights.name}: modified"):
-        prepare(
-            prepare_preset("tiny-smoke", seed=0),
-            tmp_path / "run",
-            show_progress=False,
-            results_dir=results,
-        )
+        _prepare(tmp_path / "run", results)
 
 
 def test_a_world_shipped_from_another_config_is_refused(shipped, tmp_path):
     results, folder = shipped
-    record = json.loads((folder / RECORD).read_text())
-    (folder / RECORD).write_text(json.dumps({**record, "prepare_config_sha256": "0" * 64}))
+    _as_if_from_another_config(folder)
     with pytest.raises(DataError, match="--warm-start"):
-        prepare(
-            prepare_preset("tiny-smoke", seed=0),
-            tmp_path / "run",
-            show_progress=False,
-            results_dir=results,
-        )
+        _prepare(tmp_path / "run", results)
 
 
 def test_no_shipped_world_and_no_warm_start_allowed_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match=r"no shipped base model.*--warm-start"):
-        prepare(
-            prepare_preset("tiny-smoke", seed=0),
-            tmp_path / "run",
-            show_progress=False,
-            warm_start=False,
-            results_dir=tmp_path / "results",
-        )
+        _prepare(tmp_path / "run", tmp_path / "results", warm_start=False)
 
 
 def test_shipping_another_base_model_of_a_shipped_world_is_refused(smoke_world, shipped, tmp_path):
@@ -111,13 +106,7 @@ def test_the_warm_start_beside_a_shipped_world_says_whether_it_built_the_same(
 
     results, _ = shipped
     run = tmp_path / "run"
-    prepare(
-        prepare_preset("tiny-smoke", seed=0),
-        run,
-        warm_start=True,
-        results_dir=results,
-        console=Console(force_terminal=False, width=200),
-    )
+    _prepare(run, results, warm_start=True, console=Console(force_terminal=False, width=200))
     assert load_record(run, "prepare")["info"]["base_model_from"] == "warm start"
     assert "built the base model as the shipped one" in capsys.readouterr().out
 
@@ -126,14 +115,7 @@ def test_a_warm_start_asked_for_trains_even_beside_a_shipped_world_of_another_co
     shipped, tmp_path
 ):
     results, folder = shipped
-    record = json.loads((folder / RECORD).read_text())
-    (folder / RECORD).write_text(json.dumps({**record, "prepare_config_sha256": "0" * 64}))
+    _as_if_from_another_config(folder)
     run = tmp_path / "run"
-    prepare(
-        prepare_preset("tiny-smoke", seed=0),
-        run,
-        show_progress=False,
-        warm_start=True,
-        results_dir=results,
-    )
+    _prepare(run, results, warm_start=True)
     assert load_record(run, "prepare")["info"]["base_model_from"] == "warm start"

@@ -27,7 +27,7 @@ from typing import Any
 
 from ictrepro.determinism import numerics_provenance
 from ictrepro.errors import DataError
-from ictrepro.io import atomic_directory, atomic_write_json, atomic_write_text, sha256_file
+from ictrepro.io import atomic_directory, atomic_write_json, atomic_write_text, hash_outputs
 from ictrepro.results.pinned import RESULTS_DIR, WEIGHT_SUFFIXES, write_manifest
 from ictrepro.rundir import RunDir, load_record
 
@@ -42,15 +42,8 @@ def world_dir(world: str, results_dir: Path = RESULTS_DIR) -> Path:
 
 
 def _files(folder: Path) -> dict[str, str]:
-    """``{relative path: sha256}`` of the shipped files under ``folder``."""
-    out = {}
-    for name in SHIPPED:
-        path = folder / name
-        paths = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for p in paths:
-            if p.is_file():
-                out[p.relative_to(folder).as_posix()] = sha256_file(p)
-    return out
+    """``{relative path: sha256}`` of the shipped files that exist under ``folder``."""
+    return hash_outputs(folder, [name for name in SHIPPED if (Path(folder) / name).exists()])
 
 
 def ship_world(run_dir: Path, results_dir: Path = RESULTS_DIR) -> Path | None:
@@ -148,10 +141,7 @@ def weights_match(shipped: Path, base_model: Path) -> bool:
     """Whether ``base_model``'s weight files are bit for bit the shipped world's."""
 
     def weights(folder: Path) -> dict[str, str]:
-        return {
-            p.relative_to(folder).as_posix(): sha256_file(p)
-            for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)
-        }
+        files = hash_outputs(folder, ["."])
+        return {name: digest for name, digest in files.items() if name.endswith(WEIGHT_SUFFIXES)}
 
     return weights(Path(shipped) / "base_model") == weights(Path(base_model))
